@@ -1,0 +1,20 @@
+"""The course's public repository, in one place, and the Colab links derived from it."""
+
+from __future__ import annotations
+
+import sys
+
+GITHUB_REPO = "hpml-course/accelerated-deep-learning"
+BRANCH = "main"
+
+
+def colab_url(notebook: str) -> str:
+    """The "Open in Colab" address of a notebook file name such as ``01_autograd.ipynb``."""
+    if not notebook.endswith(".ipynb") or "/" in notebook:
+        raise ValueError(f"pass a notebook file name like '01_autograd.ipynb', got {notebook!r}.")
+    return f"https://colab.research.google.com/github/{GITHUB_REPO}/blob/{BRANCH}/notebooks/{notebook}"
+
+
+def in_colab() -> bool:
+    """True inside a Google Colab runtime."""
+    return "google.colab" in sys.modules

@@ -1,0 +1,125 @@
+"""Timing with warm-up and repeats, and ratios against a baseline or an ideal."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock times of repeated calls, in seconds."""
+
+    times: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """Median time of one call: the robust summary to report."""
+        return statistics.median(self.times)
+
+    @property
+    def min(self) -> float:
+        """Fastest call."""
+        return min(self.times)
+
+    @property
+    def stdev(self) -> float:
+        """Sample standard deviation (0 for a single repeat)."""
+        return statistics.stdev(self.times) if len(self.times) > 1 else 0.0
+
+    def throughput(self, items: float) -> float:
+        """Items processed per second when one call processes ``items``."""
+        return items / self.median
+
+    def speedup_over(self, baseline: Timing) -> float:
+        """How many times faster this is than ``baseline`` (ratio of medians)."""
+        return baseline.median / self.median
+
+    def __str__(self) -> str:
+        return f"{format_seconds(self.median)} ± {format_seconds(self.stdev)} (median of {len(self.times)})"
+
+
+def format_seconds(seconds: float) -> str:
+    """Format a duration with a unit that keeps 3 significant digits (ns to s)."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _synchronize(device: torch.device | str | None) -> None:
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(fn: Callable[[], Any], *, warmup: int = 2, repeats: int = 5,
+            device: torch.device | str | None = None) -> Timing:
+    """Time ``fn()`` after ``warmup`` untimed calls, ``repeats`` times.
+
+    For CUDA work pass ``device``: the GPU is synchronised before and after each
+    call, since kernels run asynchronously and would otherwise not be timed.
+
+    Raises:
+        TypeError: if ``fn`` is not callable.
+        ValueError: if ``warmup < 0`` or ``repeats < 1``.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}; wrap it in a lambda.")
+    if warmup < 0 or repeats < 1:
+        raise ValueError(f"need warmup >= 0 and repeats >= 1, got warmup={warmup}, repeats={repeats}.")
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        _synchronize(device)
+        start = time.perf_counter()
+        fn()
+        _synchronize(device)
+        times.append(time.perf_counter() - start)
+    return Timing(tuple(times))
+
+
+@contextmanager
+def stopwatch() -> Iterator[Callable[[], float]]:
+    """Context manager for one wall-clock measurement; call the yielded function for seconds.
+
+    >>> with stopwatch() as elapsed:
+    ...     pass
+    >>> elapsed() >= 0
+    True
+    """
+    start = time.perf_counter()
+    end: float | None = None
+    try:
+        yield lambda: (end if end is not None else time.perf_counter()) - start
+    finally:
+        end = time.perf_counter()
+
+
+def speedup(baseline: float, improved: float) -> float:
+    """``baseline / improved`` for two times (seconds) of the same work."""
+    if baseline <= 0 or improved <= 0:
+        raise ValueError(f"times must be positive seconds, got baseline={baseline}, improved={improved}.")
+    return baseline / improved
+
+
+def parallel_efficiency(measured_speedup: float, workers: int) -> float:
+    """Fraction of the ideal linear speedup reached with ``workers`` (1.0 is ideal)."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}.")
+    return measured_speedup / workers
+
+
+def amdahl_speedup(parallel_fraction: float, workers: int) -> float:
+    """Amdahl's law: the best speedup when a fraction ``p`` of the work parallelises."""
+    if not 0.0 <= parallel_fraction <= 1.0:
+        raise ValueError(f"parallel_fraction must be in [0, 1], got {parallel_fraction}.")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}.")
+    return 1.0 / ((1.0 - parallel_fraction) + parallel_fraction / workers)

@@ -1,0 +1,52 @@
+"""Shared fixtures: an isolated environment and small synthetic IDX datasets."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """Write a uint8 array as an IDX file (the MNIST format)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """Remove the variables course_utils reads, so each test sets only what it needs."""
+    for var in ("COURSE_PROFILE", "COURSE_DATA_DIR", "CI"):
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+@pytest.fixture
+def fake_root(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> Path:
+    """A data root with a tiny 'mnist' (20 train, 10 test images) listed in SHA256SUMS."""
+    rng = np.random.default_rng(0)
+    lines = []
+    for prefix, n in (("train", 20), ("t10k", 10)):
+        for kind, arr in (("images-idx3", rng.integers(0, 256, (n, 28, 28))),
+                          ("labels-idx1", np.arange(n) % 10)):
+            rel = f"MNIST/raw/{prefix}-{kind}-ubyte"
+            write_idx(tmp_path / rel, arr)
+            lines.append(f"{hashlib.sha256((tmp_path / rel).read_bytes()).hexdigest()}  {rel}")
+    (tmp_path / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    clean_env.setenv("COURSE_DATA_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def real_data_root() -> Path:
+    """The real datasets, when the test run was given a data root (CI gives ../shared/data)."""
+    root = os.environ.get("COURSE_DATA_DIR")
+    if not root or not (Path(root) / "MNIST" / "raw").is_dir():
+        pytest.skip("COURSE_DATA_DIR does not point at a folder with the real MNIST; set it to run this test.")
+    return Path(root)

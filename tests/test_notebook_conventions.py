@@ -1,0 +1,93 @@
+"""Every notebook has the shape described in the course's notebook style guide, and was executed."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from course_utils.colab import GITHUB_REPO, colab_url
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+IGNORE = "nbval-ignore-output"
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def code_cells(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code" and source(c).strip()]
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "notebooks/ holds no NN_topic.ipynb notebook"
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def notebook(request) -> tuple[Path, dict]:
+    return request.param, load(request.param)
+
+
+def test_title_badge_and_objectives(notebook):
+    path, nb = notebook
+    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name)
+    first = nb["cells"][0]
+    text = source(first)
+    assert first["cell_type"] == "markdown" and text.startswith(f"# {path.name[:2]} · ")
+    assert f"]({colab_url(path.name)})" in text, "the Colab badge must point at this notebook"
+    objectives = text.split("**Learning objectives**", 1)
+    assert len(objectives) == 2, "the title cell lists **Learning objectives**"
+    bullets = re.findall(r"^- ", objectives[1].split("\n\n")[0], re.MULTILINE)
+    assert 3 <= len(bullets) <= 6
+
+
+def test_one_setup_cell_first(notebook):
+    _, nb = notebook
+    cells = code_cells(nb)
+    setups = [i for i, c in enumerate(cells) if "cu.setup(" in source(c)]
+    assert setups == [0], "exactly one setup cell, the first code cell, calls cu.setup(...)"
+    setup = cells[0]
+    assert IGNORE in setup["metadata"].get("tags", []), "the setup cell prints the environment: ignore its output"
+    assert f"git+https://github.com/{GITHUB_REPO}" in source(setup) and '"google.colab" in sys.modules' in source(setup)
+
+
+def test_closing_sections_in_order(notebook):
+    _, nb = notebook
+    headings = [line for c in nb["cells"] if c["cell_type"] == "markdown"
+                for line in source(c).splitlines() if line.startswith("## ")]
+    tail = [h for h in headings if h in ("## Check your understanding", "## Summary", "## References")]
+    assert tail == ["## Check your understanding", "## Summary", "## References"]
+    exercises = [c for c in code_cells(nb) if re.search(r"\blesson\d\d\.check_", source(c))]
+    assert exercises, "at least one exercise is checked by a call into course_utils.exercises"
+
+
+def test_executed_top_to_bottom_without_errors(notebook):
+    _, nb = notebook
+    counts = [c["execution_count"] for c in code_cells(nb)]
+    assert counts == list(range(1, len(counts) + 1)), "re-run the notebook top to bottom (make execute)"
+    for cell in code_cells(nb):
+        for out in cell["outputs"]:
+            assert out["output_type"] != "error", source(cell)[:200]
+            assert not (out["output_type"] == "stream" and "Traceback" in out["text"])
+
+
+def test_small_and_portable(notebook):
+    path, nb = notebook
+    assert path.stat().st_size < 2_000_000
+    for cell in code_cells(nb):
+        text = source(cell)
+        assert not re.search(r"^\s*[!%]pip ", text, re.MULTILINE), "install only in the guarded Colab setup"
+        assert not re.search(r"['\"](/home/|/work/|/Users/|[A-Z]:\\\\)", text), "no absolute paths"
+
+
+def test_listed_in_the_readme(notebook):
+    path, _ = notebook
+    assert f"notebooks/{path.name}" in (REPO / "README.md").read_text()

@@ -1,0 +1,59 @@
+import time
+
+import pytest
+
+from course_utils.timing import (Timing, amdahl_speedup, format_seconds, measure, parallel_efficiency, speedup,
+                                 stopwatch)
+
+
+def test_measure_counts_warmup_and_repeats():
+    calls = []
+    timing = measure(lambda: calls.append(1), warmup=2, repeats=4)
+    assert len(calls) == 6 and len(timing.times) == 4
+
+
+def test_measure_times_real_work():
+    timing = measure(lambda: time.sleep(0.01), warmup=0, repeats=3)
+    assert 0.009 < timing.median < 0.2 and timing.min <= timing.median
+
+
+def test_statistics_and_ratios():
+    slow, fast = Timing((2.0, 4.0, 3.0)), Timing((1.0, 1.0, 1.0))
+    assert slow.median == 3.0 and fast.stdev == 0.0
+    assert fast.speedup_over(slow) == 3.0 and fast.throughput(10) == 10.0
+    assert "median of 3" in str(slow)
+
+
+@pytest.mark.parametrize("kwargs", [{"warmup": -1}, {"repeats": 0}])
+def test_measure_rejects_bad_counts(kwargs):
+    with pytest.raises(ValueError):
+        measure(lambda: None, **kwargs)
+
+
+def test_measure_rejects_non_callables():
+    with pytest.raises(TypeError, match="lambda"):
+        measure(42)
+
+
+def test_stopwatch_freezes_at_exit():
+    with stopwatch() as elapsed:
+        time.sleep(0.01)
+    first = elapsed()
+    time.sleep(0.01)
+    assert first >= 0.009 and elapsed() == first
+
+
+def test_speedup_laws():
+    assert speedup(4.0, 2.0) == 2.0
+    assert parallel_efficiency(3.0, 4) == 0.75
+    assert amdahl_speedup(1.0, 8) == 8.0 and amdahl_speedup(0.0, 8) == 1.0
+    assert amdahl_speedup(0.5, 2) == pytest.approx(4 / 3)
+    for bad in (lambda: speedup(0, 1), lambda: amdahl_speedup(1.5, 2), lambda: amdahl_speedup(0.5, 0),
+                lambda: parallel_efficiency(1.0, 0)):
+        with pytest.raises(ValueError):
+            bad()
+
+
+def test_format_seconds_picks_a_unit():
+    assert format_seconds(2.5) == "2.5 s" and format_seconds(0.0123) == "12.3 ms"
+    assert format_seconds(4.2e-6) == "4.2 µs" and format_seconds(3e-9) == "3 ns"
