@@ -30,6 +30,15 @@ from course_utils.data import (
     torchvision_dataset,
 )
 from course_utils.device import best_device, device_name, environment_summary, gpu_count
+from course_utils.launch import (
+    ProcessResult,
+    free_port,
+    free_ports,
+    run_processes,
+    scratch_dir,
+    tf_config,
+    torchrun_command,
+)
 from course_utils.plotting import autograd_graph_edges, draw_autograd_graph, plot_curves, show_images
 from course_utils.profile import Profile, get_profile
 from course_utils.seeding import seed_everything
@@ -72,9 +81,10 @@ def setup(seed: int = 0, device: str | None = None) -> CourseEnv:
 
 
 __all__ = [
-    "CheckResult", "CourseEnv", "DataError", "Profile", "Timing", "amdahl_speedup", "autograd_graph_edges",
-    "best_device", "data_root", "dataset_info", "device_name", "draw_autograd_graph", "ensure_dataset",
-    "environment_summary", "format_seconds", "get_profile", "gpu_count", "load_numpy", "load_tensors",
-    "measure", "parallel_efficiency", "plot_curves", "seed_everything", "setup", "show_images", "speedup",
-    "stopwatch", "tf_dataset", "torchvision_dataset",
+    "CheckResult", "CourseEnv", "DataError", "ProcessResult", "Profile", "Timing", "amdahl_speedup",
+    "autograd_graph_edges", "best_device", "data_root", "dataset_info", "device_name", "draw_autograd_graph",
+    "ensure_dataset", "environment_summary", "format_seconds", "free_port", "free_ports", "get_profile",
+    "gpu_count", "load_numpy", "load_tensors", "measure", "parallel_efficiency", "plot_curves", "run_processes",
+    "scratch_dir", "seed_everything", "setup", "show_images", "speedup", "stopwatch", "tf_config",
+    "tf_dataset", "torchrun_command", "torchvision_dataset",
 ]

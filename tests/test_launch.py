@@ -1,0 +1,98 @@
+import json
+import socket
+import sys
+import time
+
+import psutil
+import pytest
+
+from course_utils.launch import (free_port, free_ports, run_processes, scratch_dir, tf_config,
+                                 torchrun_command)
+
+
+def test_free_ports_are_distinct_and_bindable():
+    ports = free_ports(3)
+    assert len(set(ports)) == 3
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", free_port()))
+    with pytest.raises(ValueError):
+        free_ports(0)
+
+
+def test_scratch_dir_is_cleaned_and_validated(tmp_path):
+    folder = scratch_dir("05_ddp", base=tmp_path)
+    (folder / "old.txt").write_text("x")
+    assert scratch_dir("05_ddp", base=tmp_path) == folder and not any(folder.iterdir())
+    assert (scratch_dir("05_ddp", base=tmp_path, clean=False) / ".").exists()
+    for bad in ("../up", "a/b", ""):
+        with pytest.raises(ValueError):
+            scratch_dir(bad, base=tmp_path)
+
+
+def test_run_processes_collects_output_of_each():
+    results = run_processes([[sys.executable, "-c", f"print({i}); import sys; sys.exit({i})"] for i in range(2)],
+                            timeout=60)
+    assert [r.stdout.strip() for r in results] == ["0", "1"] and [r.returncode for r in results] == [0, 1]
+    results[0].check()
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        results[1].check()
+
+
+def test_timeout_kills_the_whole_process_group():
+    code = ("import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            "print(p.pid, flush=True); time.sleep(60)")
+    start = time.perf_counter()
+    with pytest.raises(TimeoutError, match="did not finish within 2"):
+        run_processes([[sys.executable, "-c", code]], timeout=2)
+    assert time.perf_counter() - start < 15
+    time.sleep(0.5)
+    leftovers = [p for p in psutil.process_iter(["cmdline"]) if "time.sleep(60)" in " ".join(p.info["cmdline"] or [])]
+    assert not leftovers, leftovers
+
+
+def test_bad_arguments_are_explained():
+    with pytest.raises(ValueError, match="non-empty"):
+        run_processes([], timeout=1)
+    with pytest.raises(ValueError, match="timeout"):
+        run_processes([["true"]], timeout=0)
+    with pytest.raises(ValueError, match="master_port"):
+        torchrun_command("train.py", nnodes=2, node_rank=1)
+    with pytest.raises(ValueError, match="task_type"):
+        tf_config({"worker": [1]}, "chief", 0)
+    with pytest.raises(ValueError, match="out of range"):
+        tf_config({"worker": [1]}, "worker", 1)
+
+
+def test_tf_config_json():
+    config = json.loads(tf_config({"worker": [1111, 2222]}, "worker", 1))
+    assert config == {"cluster": {"worker": ["localhost:1111", "localhost:2222"]},
+                      "task": {"type": "worker", "index": 1}}
+
+
+def test_torchrun_gloo_all_reduce_on_two_processes(tmp_path):
+    script = tmp_path / "allreduce.py"
+    script.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+        "dist.all_reduce(t)\n"
+        "import sys\n"  # one write per line: ranks share stdout, and print() writes text and newline apart
+        "sys.stdout.write(f\"rank {dist.get_rank()}/{dist.get_world_size()} sum {t.item():g}\\n\")\n"
+        "dist.destroy_process_group()\n")
+    (result,) = run_processes([torchrun_command(script, nproc_per_node=2)], timeout=120)
+    result.check()
+    assert sorted(line for line in result.stdout.splitlines() if line.startswith("rank")) == [
+        "rank 0/2 sum 3", "rank 1/2 sum 3"]
+
+
+def test_two_torchrun_nodes_on_one_machine(tmp_path):
+    script = tmp_path / "world.py"
+    script.write_text("import os, torch.distributed as dist\n"
+                      "dist.init_process_group('gloo')\n"
+                      "import sys; sys.stdout.write(f'world {dist.get_world_size()} rank {dist.get_rank()}\\n')\n"
+                      "dist.destroy_process_group()\n")
+    port = free_port()
+    results = run_processes([torchrun_command(script, nproc_per_node=1, nnodes=2, node_rank=r, master_port=port)
+                             for r in range(2)], timeout=120)
+    assert sorted(r.check().stdout.strip() for r in results) == ["world 2 rank 0", "world 2 rank 1"]
