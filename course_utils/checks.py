@@ -38,9 +38,10 @@ def check_numbers(answer: float | Sequence[float] | None, expected: Sequence[flo
     got = np.atleast_1d(np.asarray(answer, dtype=float)) if _is_numeric(answer) else None
     if got is None or got.shape != (len(expected),):
         return CheckResult(False, f"expected {len(expected)} number(s) ({', '.join(names)}), got {answer!r}.")
-    wrong = [i for i, (g, e) in enumerate(zip(got, expected)) if not np.isclose(g, e, rtol=rtol, atol=1e-9)]
+    close = np.isclose(got, np.asarray(expected, dtype=float), rtol=rtol, atol=1e-9)
+    wrong = [i for i, ok in enumerate(close) if not ok]
     if not wrong:
-        return CheckResult(True, "; ".join(f"{n} = {_fmt(e)}" for n, e in zip(names, expected)) + ".")
+        return CheckResult(True, "; ".join(f"{n} = {_fmt(e)}" for n, e in zip(names, expected, strict=True)) + ".")
     return CheckResult(False, " ".join(f"{names[i]}: you have {_fmt(got[i])}, but {why[i]}." for i in wrong))
 
 

@@ -15,7 +15,7 @@ import gzip
 import hashlib
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -134,7 +134,7 @@ def _manifest(root: Path) -> dict[str, str]:
     return entries
 
 
-@lru_cache(maxsize=None)
+@cache
 def _verify(path: Path, root: Path, canonical_md5: str, mtime: float) -> str:
     """Check one raw file; return how it was verified (``mtime`` keys the cache)."""
     if _file_digest(path, "md5") == canonical_md5:

@@ -70,7 +70,8 @@ class ProcessResult:
         """Return self if the process succeeded, else raise with the end of its output."""
         if self.returncode != 0:
             raise RuntimeError(f"{' '.join(self.command)} exited with {self.returncode}:\n"
-                               f"--- stdout (end) ---\n{self.stdout[-3000:]}\n--- stderr (end) ---\n{self.stderr[-3000:]}")
+                               f"--- stdout (end) ---\n{self.stdout[-3000:]}\n"
+                               f"--- stderr (end) ---\n{self.stderr[-3000:]}")
         return self
 
 
@@ -111,7 +112,7 @@ def run_processes(commands: Sequence[Sequence[str]], *, timeout: float, env: Map
                 for _ in commands]
         start = time.perf_counter()
         procs = [subprocess.Popen(list(cmd), stdout=out, stderr=err, env=full_env, cwd=cwd, start_new_session=True)
-                 for cmd, (out, err) in zip(commands, logs)]
+                 for cmd, (out, err) in zip(commands, logs, strict=True)]
         ended: dict[int, float] = {}
         try:
             for i, proc in enumerate(procs):
@@ -129,7 +130,7 @@ def run_processes(commands: Sequence[Sequence[str]], *, timeout: float, env: Map
             return f.read().decode(errors="replace")  # type: ignore[attr-defined]
 
         results = [ProcessResult(tuple(cmd), proc.returncode, text(out), text(err), ended.get(i, timeout))
-                   for i, (cmd, proc, (out, err)) in enumerate(zip(commands, procs, logs))]
+                   for i, (cmd, proc, (out, err)) in enumerate(zip(commands, procs, logs, strict=True))]
     if len(ended) < len(procs):
         tails = "\n".join(f"[{' '.join(r.command)}]\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}" for r in results)
         raise TimeoutError(f"processes did not finish within {timeout} s and were killed:\n{tails}")

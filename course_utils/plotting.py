@@ -25,8 +25,9 @@ def plot_curves(curves: Mapping[str, Sequence[float]], *, xlabel: str, ylabel: s
         raise ValueError("curves is empty: pass a mapping such as {'train loss': losses}.")
     if not xlabel or not ylabel:
         raise ValueError("xlabel and ylabel are required; name the quantity and its unit.")
+    own_figure = ax is None
     if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3), dpi=DPI)
+        fig, ax = plt.subplots(figsize=(5, 3), dpi=DPI)
     for label, values in curves.items():
         ys = np.asarray(values, dtype=float)
         xs = np.arange(len(ys)) if x is None else np.asarray(x, dtype=float)
@@ -42,7 +43,8 @@ def plot_curves(curves: Mapping[str, Sequence[float]], *, xlabel: str, ylabel: s
     if len(curves) > 1:
         ax.legend()
     ax.grid(alpha=0.3)
-    ax.figure.tight_layout()
+    if own_figure:
+        fig.tight_layout()
     return ax
 
 
