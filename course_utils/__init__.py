@@ -47,10 +47,13 @@ from course_utils.timing import (
     amdahl_speedup,
     format_seconds,
     measure,
+    measure_interleaved,
     parallel_efficiency,
     speedup,
     stopwatch,
+    synchronize,
 )
+from course_utils.training import accuracy, train_classifier
 
 __version__ = "0.1.0"
 
@@ -81,10 +84,11 @@ def setup(seed: int = 0, device: str | None = None) -> CourseEnv:
 
 
 __all__ = [
-    "CheckResult", "CourseEnv", "DataError", "ProcessResult", "Profile", "Timing", "amdahl_speedup",
+    "CheckResult", "CourseEnv", "DataError", "ProcessResult", "Profile", "Timing", "accuracy", "amdahl_speedup",
     "autograd_graph_edges", "best_device", "data_root", "dataset_info", "device_name", "draw_autograd_graph",
     "ensure_dataset", "environment_summary", "format_seconds", "free_port", "free_ports", "get_profile",
-    "gpu_count", "load_numpy", "load_tensors", "measure", "parallel_efficiency", "plot_curves", "run_processes",
-    "scratch_dir", "seed_everything", "setup", "show_images", "speedup", "stopwatch", "tf_config",
-    "tf_dataset", "torchrun_command", "torchvision_dataset",
+    "gpu_count", "load_numpy", "load_tensors", "measure", "measure_interleaved", "parallel_efficiency",
+    "plot_curves", "run_processes",
+    "scratch_dir", "seed_everything", "setup", "show_images", "speedup", "stopwatch", "synchronize", "tf_config",
+    "tf_dataset", "torchrun_command", "torchvision_dataset", "train_classifier",
 ]

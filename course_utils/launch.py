@@ -75,8 +75,9 @@ class ProcessResult:
         return self
 
 
-def _kill_group(proc: subprocess.Popen[bytes], grace: float = 3.0) -> None:
-    """Stop a process and everything it started (it leads its own process group)."""
+def stop_process_group(proc: subprocess.Popen[bytes], grace: float = 3.0) -> None:
+    """Stop a process started with ``start_new_session=True`` and everything it started:
+    SIGTERM to its process group, then SIGKILL if it is still there after ``grace`` seconds."""
     if proc.poll() is not None:
         return
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
@@ -123,7 +124,7 @@ def run_processes(commands: Sequence[Sequence[str]], *, timeout: float, env: Map
             pass
         finally:
             for proc in procs:
-                _kill_group(proc)
+                stop_process_group(proc)
 
         def text(f: object) -> str:
             f.seek(0)  # type: ignore[attr-defined]
@@ -158,16 +159,26 @@ def torchrun_command(script: Path | str, *script_args: str, nproc_per_node: int 
     return [*cmd, str(script), *map(str, script_args)]
 
 
+def cluster_spec(ports: Mapping[str, Sequence[int]]) -> dict[str, list[str]]:
+    """A TensorFlow cluster dictionary (job name to ``host:port`` addresses) for tasks on 127.0.0.1.
+
+    Args:
+        ports: job name (``"chief"``, ``"worker"``, ``"ps"``, ...) to the ports of its tasks,
+            e.g. ``{"worker": free_ports(2)}``.
+    """
+    if not ports or any(isinstance(p, (str, bytes)) or not p for p in ports.values()):
+        raise ValueError(f"give each job a non-empty list of ports, got {ports!r}.")
+    return {job: [f"{LOCALHOST}:{port}" for port in job_ports] for job, job_ports in ports.items()}
+
+
 def tf_config(cluster: Mapping[str, Sequence[int]], task_type: str, task_index: int) -> str:
     """The ``TF_CONFIG`` JSON for one task of a TensorFlow cluster whose tasks listen on 127.0.0.1.
 
     Args:
-        cluster: job name (``"chief"``, ``"worker"``, ``"ps"``, ...) to the ports of its tasks,
-            e.g. ``{"worker": free_ports(2)}``.
+        cluster: job name to the ports of its tasks, as for :func:`cluster_spec`.
     """
     if task_type not in cluster:
         raise ValueError(f"task_type {task_type!r} is not a job of the cluster {sorted(cluster)}.")
     if not 0 <= task_index < len(cluster[task_type]):
         raise ValueError(f"task_index {task_index} is out of range for {len(cluster[task_type])} {task_type} task(s).")
-    spec = {job: [f"localhost:{port}" for port in ports] for job, ports in cluster.items()}
-    return json.dumps({"cluster": spec, "task": {"type": task_type, "index": task_index}})
+    return json.dumps({"cluster": cluster_spec(cluster), "task": {"type": task_type, "index": task_index}})

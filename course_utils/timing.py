@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +53,8 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def _synchronize(device: torch.device | str | None) -> None:
+def synchronize(device: torch.device | str | None) -> None:
+    """Wait for queued CUDA work on ``device`` (a no-op for the CPU and for ``None``)."""
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -77,12 +78,56 @@ def measure(fn: Callable[[], Any], *, warmup: int = 2, repeats: int = 5,
         fn()
     times = []
     for _ in range(repeats):
-        _synchronize(device)
+        synchronize(device)
         start = time.perf_counter()
         fn()
-        _synchronize(device)
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return Timing(tuple(times))
+
+
+def measure_interleaved(fns: Mapping[str, Callable[[], Any]], *, warmup: int = 2, repeats: int = 5,
+                        calls: int = 1, device: torch.device | str | None = None,
+                        threads: int | None = None) -> dict[str, Timing]:
+    """Time several candidates fairly on a shared machine: each round times every candidate once.
+
+    :func:`measure` times one function after another; when the load of the machine changes during
+    the run, the candidate timed last pays for it. Interleaving the candidates round by round
+    spreads such changes over all of them, so the ratio of their medians stays meaningful.
+
+    Args:
+        fns: name -> callable taking no arguments (e.g. ``lambda: model(x)``).
+        calls: calls per timing; the time reported is per call (use > 1 for calls of microseconds).
+        device: for CUDA work, the GPU is synchronised around each timing.
+        threads: run with this many PyTorch CPU threads (restored afterwards); one thread keeps
+            CPU timings of small models steady when other processes share the cores.
+
+    Returns:
+        name -> :class:`Timing` of one call, in the order of ``fns``.
+    """
+    if not fns or not all(callable(fn) for fn in fns.values()):
+        raise ValueError("fns must map at least one name to a callable taking no arguments.")
+    if warmup < 0 or repeats < 1 or calls < 1:
+        raise ValueError(f"need warmup >= 0, repeats >= 1, calls >= 1; got {warmup}, {repeats}, {calls}.")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}.")
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    try:
+        for round_ in range(warmup + repeats):
+            for name, fn in fns.items():
+                synchronize(device)
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                synchronize(device)
+                if round_ >= warmup:
+                    times[name].append((time.perf_counter() - start) / calls)
+    finally:
+        torch.set_num_threads(previous_threads)
+    return {name: Timing(tuple(t)) for name, t in times.items()}
 
 
 @contextmanager

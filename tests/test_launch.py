@@ -6,8 +6,15 @@ import time
 import psutil
 import pytest
 
-from course_utils.launch import (free_port, free_ports, run_processes, scratch_dir, tf_config,
-                                 torchrun_command)
+from course_utils.launch import (
+    cluster_spec,
+    free_port,
+    free_ports,
+    run_processes,
+    scratch_dir,
+    tf_config,
+    torchrun_command,
+)
 
 
 def test_free_ports_are_distinct_and_bindable():
@@ -66,8 +73,12 @@ def test_bad_arguments_are_explained():
 
 def test_tf_config_json():
     config = json.loads(tf_config({"worker": [1111, 2222]}, "worker", 1))
-    assert config == {"cluster": {"worker": ["localhost:1111", "localhost:2222"]},
+    assert config == {"cluster": {"worker": ["127.0.0.1:1111", "127.0.0.1:2222"]},
                       "task": {"type": "worker", "index": 1}}
+    assert cluster_spec({"chief": [1], "ps": [3]}) == {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:3"]}
+    for bad in ({}, {"worker": []}, {"worker": "12"}):
+        with pytest.raises(ValueError, match="non-empty list of ports"):
+            cluster_spec(bad)
 
 
 def test_torchrun_gloo_all_reduce_on_two_processes(tmp_path):

@@ -1,9 +1,18 @@
 import time
 
 import pytest
+import torch
 
-from course_utils.timing import (Timing, amdahl_speedup, format_seconds, measure, parallel_efficiency, speedup,
-                                 stopwatch)
+from course_utils.timing import (
+    Timing,
+    amdahl_speedup,
+    format_seconds,
+    measure,
+    measure_interleaved,
+    parallel_efficiency,
+    speedup,
+    stopwatch,
+)
 
 
 def test_measure_counts_warmup_and_repeats():
@@ -57,3 +66,24 @@ def test_speedup_laws():
 def test_format_seconds_picks_a_unit():
     assert format_seconds(2.5) == "2.5 s" and format_seconds(0.0123) == "12.3 ms"
     assert format_seconds(4.2e-6) == "4.2 µs" and format_seconds(3e-9) == "3 ns"
+
+
+def test_measure_interleaved_alternates_candidates():
+    calls = []
+    timings = measure_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                                  warmup=1, repeats=3, calls=2)
+    assert calls == ["a", "a", "b", "b"] * 4
+    assert list(timings) == ["a", "b"] and all(len(t.times) == 3 for t in timings.values())
+
+
+def test_measure_interleaved_sets_and_restores_threads():
+    before, seen = torch.get_num_threads(), []
+    measure_interleaved({"a": lambda: seen.append(torch.get_num_threads())}, warmup=0, repeats=2, threads=1)
+    assert seen == [1, 1] and torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("fns, kwargs", [({}, {}), ({"a": 1}, {}), ({"a": lambda: None}, {"repeats": 0}),
+                                         ({"a": lambda: None}, {"calls": 0}), ({"a": lambda: None}, {"threads": 0})])
+def test_measure_interleaved_rejects_bad_arguments(fns, kwargs):
+    with pytest.raises(ValueError):
+        measure_interleaved(fns, **kwargs)

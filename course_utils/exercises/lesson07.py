@@ -1,0 +1,88 @@
+"""Exercise checks for lesson 07 (quantization). Expected values are computed here, with torch's own
+quantization functions, never typed in."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from course_utils.checks import CheckResult, check_numbers
+from course_utils.models import changed_module_types
+
+# The range of exercise 1 and the layer of exercise 2.
+RANGE = (-0.5, 1.5)
+LAYER = (512, 256)  # nn.Linear(in_features, out_features)
+
+
+@contextmanager
+def _quietly() -> Iterator[None]:
+    """Silence the deprecation notices of the eager quantization API (the lesson shows them once)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated")
+        warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel")
+        yield
+
+
+def check_qparams(answer: Sequence[float] | None) -> CheckResult:
+    """Exercise 1: ``(scale, zero_point)`` that maps the range ``RANGE`` onto quint8 ``[0, 255]``."""
+    import torch.ao.quantization as tq
+
+    with _quietly():
+        observer = tq.MinMaxObserver(dtype=torch.quint8)
+        observer(torch.tensor(RANGE))
+        scale, zero_point = (t.item() for t in observer.calculate_qparams())
+    lo, hi = RANGE
+    return check_numbers(
+        answer, [scale, zero_point], names=["scale", "zero_point"], rtol=1e-5,
+        why=[f"s = (x_max - x_min) / (q_max - q_min) = ({hi:g} - ({lo:g})) / 255 = {scale:.6g}",
+             f"z = q_min - round(x_min / s) = 0 - round({lo:g} / {scale:.6g}) = {zero_point:g} "
+             "(an integer: the code that represents 0.0 exactly)"],
+    )
+
+
+def check_int8_bytes(answer: Sequence[int] | None) -> CheckResult:
+    """Exercise 2: bytes of the weight of ``nn.Linear(*LAYER)`` in fp32, and after per-channel int8
+    quantization as torch stores it (int8 values + one float64 scale and one int64 zero point per row)."""
+    in_features, out_features = LAYER
+    weight = nn.Linear(in_features, out_features).weight.detach()
+    fp32_bytes = weight.numel() * weight.element_size()
+    scales = weight.abs().amax(dim=1).double() / 127
+    with _quietly():
+        q = torch.quantize_per_channel(weight, scales, torch.zeros(out_features, dtype=torch.long), 0, torch.qint8)
+    parts = [q.int_repr(), q.q_per_channel_scales(), q.q_per_channel_zero_points()]
+    int8_bytes = sum(t.numel() * t.element_size() for t in parts)
+    return check_numbers(
+        answer, [fp32_bytes, int8_bytes], names=["fp32 bytes", "int8 bytes"],
+        why=[f"{out_features}·{in_features} weights × 4 bytes = {fp32_bytes}",
+             f"{out_features}·{in_features} × 1 byte + {out_features} scales × 8 bytes + "
+             f"{out_features} zero points × 8 bytes = {int8_bytes}"],
+    )
+
+
+def exercise_model() -> nn.Module:
+    """The small model of exercise 3: two convolutions, then two fully connected layers."""
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3), nn.ReLU(), nn.Flatten(),
+        nn.Linear(8 * 24 * 24, 64), nn.ReLU(), nn.Linear(64, 10),
+    )
+
+
+def check_dynamic_converted(answer: int | None) -> CheckResult:
+    """Exercise 3: how many modules of :func:`exercise_model` does
+    ``quantize_dynamic(model, {nn.Linear, nn.Conv2d}, dtype=torch.qint8)`` replace?"""
+    import torch.ao.quantization as tq
+
+    model = exercise_model()
+    with _quietly():
+        quantized = tq.quantize_dynamic(model, {nn.Linear, nn.Conv2d}, dtype=torch.qint8)
+    changed = changed_module_types(model, quantized)
+    n_conv = sum(isinstance(m, nn.Conv2d) for m in model.modules())
+    return check_numbers(
+        answer, [len(changed)], names=["modules replaced"],
+        why=[f"only the {len(changed)} Linear layers ({', '.join(changed)}) are replaced; the {n_conv} "
+             "Conv2d layers have no dynamic quantized version, so naming nn.Conv2d in the set changes nothing"],
+    )

@@ -1,0 +1,21 @@
+"""course_utils is typed and linted: the same checks a maintainer runs before a release."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+
+def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", tool, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_ruff_lints_the_package_and_the_tests():
+    out = run("ruff", "check", "--no-cache", "course_utils", "tests")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_mypy_type_checks_the_package(tmp_path: Path):
+    out = run("mypy", "--cache-dir", str(tmp_path), "course_utils")
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,161 @@
+"""Lesson 04: the exercise checks and the TensorBoard helpers (event files into pandas, plots, live view)."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+import course_utils  # noqa: F401  (first: fixes the torch/TensorFlow import order)
+from course_utils import tensorboard as cutb
+from course_utils.checks import NO_ANSWER
+from course_utils.exercises import lesson04
+
+matplotlib.use("Agg")
+
+
+# ----------------------------------------------------------------------------- exercise checks
+
+def test_no_answer_asks_for_one():
+    assert lesson04.check_parameter_count(None) is NO_ANSWER
+    assert lesson04.check_steps_per_epoch(None) is NO_ANSWER
+    assert lesson04.check_random_search_trials(None) is NO_ANSWER
+
+
+def test_parameter_count_right_and_wrong():
+    by_hand = (6 * 1 * 25 + 6) + (12 * 6 * 25 + 12) + (192 * 120 + 120) + (120 * 60 + 60) + (60 * 10 + 10)
+    assert lesson04.check_parameter_count(by_hand)
+    verdict = lesson04.check_parameter_count(by_hand - 10)  # forgot the output biases
+    assert not verdict and "12·4·4 = 192" in repr(verdict) and str(by_hand) in repr(verdict)
+
+
+def test_steps_per_epoch_right_and_wrong():
+    assert lesson04.check_steps_per_epoch([6000, 600, 60])
+    verdict = lesson04.check_steps_per_epoch([6000, 600, 6])
+    assert not verdict and "ceil(60000 / 1000) = 60" in repr(verdict) and "batch size 10:" not in repr(verdict)
+    assert "expected 3 number(s)" in repr(lesson04.check_steps_per_epoch(6000))
+
+
+def test_random_search_trials_right_and_wrong():
+    assert lesson04.check_random_search_trials(59)
+    verdict = lesson04.check_random_search_trials(20)
+    assert not verdict and "0.95ⁿ" in repr(verdict)
+
+
+@pytest.mark.parametrize(("top", "confidence"), [(0.05, 0.95), (0.01, 0.5), (0.1, 0.99), (0.5, 0.75)])
+def test_trials_for_top_fraction_is_the_smallest_n(top, confidence):
+    n = lesson04.trials_for_top_fraction(top, confidence)
+    assert 1 - (1 - top) ** n >= confidence > 1 - (1 - top) ** (n - 1)
+
+
+def test_trials_for_top_fraction_validates():
+    for bad in [(0, 0.5), (0.5, 1), (1.5, 0.5)]:
+        with pytest.raises(ValueError):
+            lesson04.trials_for_top_fraction(*bad)
+
+
+# ----------------------------------------------------------------------------- reading event files
+
+@pytest.fixture(scope="module")
+def torch_logs(tmp_path_factory):
+    """Two runs written the way the lesson writes them: scalars per epoch and add_hparams(run_name='.')."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    logdir = tmp_path_factory.mktemp("runs")
+    for lr, shuffle, accuracy in [(0.01, True, 0.8), (0.001, False, 0.7)]:
+        with SummaryWriter(log_dir=logdir / f"lr={lr}_shuffle={shuffle}") as writer:
+            for epoch in range(3):
+                writer.add_scalar("Loss", 1.0 / (epoch + 1), epoch)
+            writer.add_hparams({"lr": lr, "shuffle": shuffle, "optimizer": "adam"},
+                               {"hparam/accuracy": accuracy}, run_name=".")
+    return logdir
+
+
+def test_run_dirs_names_runs_like_tensorboard(torch_logs, tmp_path):
+    assert list(cutb.run_dirs(torch_logs)) == ["lr=0.001_shuffle=False", "lr=0.01_shuffle=True"]
+    assert cutb.run_dirs(tmp_path) == {}
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        cutb.run_dirs(tmp_path / "missing")
+
+
+def test_read_scalars_from_pytorch(torch_logs):
+    scalars = cutb.read_scalars(torch_logs)
+    assert list(scalars.columns) == ["run", "tag", "step", "value", "wall_time"]
+    loss = scalars[(scalars.run == "lr=0.01_shuffle=True") & (scalars.tag == "Loss")]
+    assert loss.step.tolist() == [0, 1, 2] and np.allclose(loss.value, [1, 1 / 2, 1 / 3])
+    assert set(scalars.tag) == {"Loss", "hparam/accuracy"}
+
+
+def test_read_hparams_from_pytorch(torch_logs):
+    table = cutb.read_hparams(torch_logs)
+    assert list(table.index) == ["lr=0.001_shuffle=False", "lr=0.01_shuffle=True"]
+    row = table.loc["lr=0.01_shuffle=True"]
+    assert math.isclose(row["lr"], 0.01) and row["shuffle"] == 1.0 and row["optimizer"] == "adam"
+    assert math.isclose(row["hparam/accuracy"], 0.8, rel_tol=1e-6)
+
+
+def test_empty_logdir_gives_empty_tables(tmp_path):
+    assert cutb.read_scalars(tmp_path).empty and list(cutb.read_scalars(tmp_path).columns)[0] == "run"
+    assert cutb.read_hparams(tmp_path).empty
+
+
+def test_read_tf2_scalars_and_hparams_api(tmp_path):
+    import tensorflow as tf
+    from tensorboard.plugins.hparams import api as hp
+
+    hp_lr = hp.HParam("lr", hp.Discrete([0.01, 0.001]))
+    with tf.summary.create_file_writer(str(tmp_path)).as_default():
+        hp.hparams_config(hparams=[hp_lr], metrics=[hp.Metric("epoch_accuracy", group="validation"),
+                                                     hp.Metric("test_accuracy")])
+    for lr in hp_lr.domain.values:
+        with tf.summary.create_file_writer(str(tmp_path / f"lr={lr}")).as_default():
+            hp.hparams({hp_lr: lr})
+            tf.summary.scalar("test_accuracy", 10 * lr, step=1)
+        with tf.summary.create_file_writer(str(tmp_path / f"lr={lr}" / "validation")).as_default():
+            tf.summary.scalar("epoch_accuracy", lr, step=0)
+            tf.summary.scalar("epoch_accuracy", 2 * lr, step=1)
+    table = cutb.read_hparams(tmp_path)
+    assert list(table.columns) == ["lr", "validation/epoch_accuracy", "test_accuracy"]
+    assert np.allclose(table.loc["lr=0.01", ["lr", "validation/epoch_accuracy", "test_accuracy"]].astype(float),
+                       [0.01, 0.02, 0.1])
+    scalars = cutb.read_scalars(tmp_path)
+    assert len(scalars[scalars.tag == "epoch_accuracy"]) == 4
+
+
+# ----------------------------------------------------------------------------- plots and the live view
+
+def test_parallel_coordinates_draws_one_line_per_run():
+    table = pd.DataFrame({"lr": [0.01, 0.001, 0.01], "batch": [10, 100, 1000], "acc": [0.8, 0.7, 0.6]})
+    ax = cutb.plot_parallel_coordinates(table, ["lr", "batch", "acc"], color_by="acc", log_columns=["lr", "batch"])
+    assert len(ax.lines) == 3 and [t.get_text() for t in ax.get_xticklabels()] == ["lr\n(log)", "batch\n(log)", "acc"]
+    assert np.allclose(ax.lines[0].get_ydata(), [1, 0, 1])  # scaled between each column's min and max
+    with pytest.raises(KeyError, match="not in the table"):
+        cutb.plot_parallel_coordinates(table, ["lr", "missing"], color_by="acc")
+    with pytest.raises(ValueError, match="at least two columns"):
+        cutb.plot_parallel_coordinates(table, ["lr"], color_by="acc")
+    matplotlib.pyplot.close("all")
+
+
+def test_live_view_allowed(clean_env):
+    clean_env.setenv("COURSE_TENSORBOARD", "1")
+    assert cutb.live_view_allowed() == (True, "$COURSE_TENSORBOARD=1")
+    clean_env.setenv("COURSE_TENSORBOARD", "0")
+    assert cutb.live_view_allowed()[0] is False
+    clean_env.delenv("COURSE_TENSORBOARD")
+    clean_env.setenv("CI", "true")
+    assert cutb.live_view_allowed() == (False, "running under CI ($CI is set)")
+    clean_env.delenv("CI")
+    allowed, reason = cutb.live_view_allowed()  # this test runs under pytest: an automated driver
+    assert not allowed and "pytest" in reason
+
+
+def test_server_arguments_are_validated(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        cutb.start_tensorboard(tmp_path / "missing")
+    with pytest.raises(ValueError, match="timeout"):
+        cutb.start_tensorboard(tmp_path, timeout=0)
+    command = cutb.tensorboard_command(tmp_path, 6123)
+    assert command[1:3] == ["-m", "tensorboard.main"] and command[-4:] == ["--host", "127.0.0.1", "--port", "6123"]

@@ -1,0 +1,89 @@
+"""Lesson 06: the exercise checks and the in-process TensorFlow cluster helper."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from course_utils import tf_cluster
+from course_utils.exercises import lesson06
+
+
+def test_global_batch_check():
+    assert lesson06.check_global_batch((256, 235))
+    wrong = lesson06.check_global_batch((64, 938))
+    assert not wrong and "8 replicas" in wrong.message
+    assert not lesson06.check_global_batch(None)
+    assert lesson06.check_global_batch((64, 47), workers=1, gpus_per_worker=2, examples=3000)
+
+
+def test_two_head_parameter_check():
+    assert lesson06.check_two_head_parameters(95_531)
+    wrong = lesson06.check_two_head_parameters(95_410)
+    assert not wrong and "784·120+120" in wrong.message
+    assert not lesson06.check_two_head_parameters(None)
+
+
+def test_sync_vs_async_check():
+    assert lesson06.check_sync_vs_async((50, 125))
+    assert not lesson06.check_sync_vs_async((50, 50))
+    assert not lesson06.check_sync_vs_async(None)
+    assert lesson06.check_sync_vs_async((4, 4), step_seconds=(0.5, 0.5))
+    with pytest.raises(ValueError):
+        lesson06.check_sync_vs_async((1, 1), step_seconds=(0.0, 1.0))
+
+
+def test_worker_threads_rule():
+    assert tf_cluster.worker_inter_op_threads(2, cpu_count=2) == 3
+    assert tf_cluster.worker_inter_op_threads(2, cpu_count=16) == 16
+    assert tf_cluster.worker_inter_op_threads(4, cpu_count=1) == 5
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError):
+            tf_cluster.worker_inter_op_threads(bad)
+    with pytest.raises(ValueError):
+        tf_cluster.worker_inter_op_threads(2, cpu_count=0)
+
+
+def test_cluster_validation():
+    with pytest.raises(ValueError, match="never returns"):
+        tf_cluster.start_in_process_cluster(num_workers=2, worker_threads=2)
+    with pytest.raises(ValueError):
+        tf_cluster.start_in_process_cluster(num_ps=0)
+
+
+def test_find_tpu_reads_environment_and_devices(tmp_path):
+    nothing = str(tmp_path / "accel*")
+    assert tf_cluster.find_tpu({}, device_glob=nothing) is None
+    assert tf_cluster.find_tpu({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, device_glob=nothing) == "grpc://10.0.0.2:8470"
+    assert tf_cluster.find_tpu({"TPU_NAME": "my-tpu"}, device_glob=nothing) == "my-tpu"
+    (tmp_path / "accel0").touch()
+    assert tf_cluster.find_tpu({}, device_glob=nothing) == "local"
+
+
+PS_SCRIPT = """
+import course_utils
+from course_utils import tf_cluster
+import tensorflow as tf
+cluster = tf_cluster.start_in_process_cluster(num_workers=2, num_ps=1)
+strategy = tf.distribute.ParameterServerStrategy(cluster.resolver)
+coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+with strategy.scope():
+    v = tf.Variable(0.0)
+@tf.function
+def step():
+    v.assign_add(1.0)
+    return tf.distribute.coordinator.experimental_get_current_worker_index()
+remote = [coordinator.schedule(step) for _ in range(8)]
+coordinator.join()
+print(sorted({int(r.fetch()) for r in remote}) <= [0, 1], float(v.read_value()), v.device.split("/device")[0])
+"""
+
+
+def test_in_process_cluster_trains_without_deadlock():
+    out = subprocess.run([sys.executable, "-c", PS_SCRIPT], capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["True", "8.0", "/job:ps/replica:0/task:0"]

@@ -1,0 +1,87 @@
+"""Lesson 07 (quantization): the exercise checks and the helpers of course_utils.models."""
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.checks import NO_ANSWER
+from course_utils.exercises import lesson07
+from course_utils.models import changed_module_types, serialized_size, type_name
+
+# --- exercise checks ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("check", [lesson07.check_qparams, lesson07.check_int8_bytes,
+                                   lesson07.check_dynamic_converted])
+def test_no_answer_asks_for_one(check):
+    assert check(None) is NO_ANSWER
+
+
+def test_qparams_right_and_wrong():
+    lo, hi = lesson07.RANGE
+    assert lesson07.check_qparams((2 / 255, 64)) and lesson07.check_qparams(((hi - lo) / 255, 64))
+    verdict = lesson07.check_qparams((2 / 255, 63))
+    assert not verdict and "zero_point: you have 63" in repr(verdict) and "scale:" not in repr(verdict)
+    assert "(x_max - x_min)" in repr(lesson07.check_qparams((1 / 255, 64)))
+
+
+def test_int8_bytes_counts_the_qparams():
+    assert lesson07.check_int8_bytes((512 * 256 * 4, 512 * 256 + 256 * 8 + 256 * 8))
+    verdict = lesson07.check_int8_bytes((512 * 256 * 4, 512 * 256))  # forgot scales and zero points
+    assert not verdict and "256 scales × 8 bytes" in repr(verdict)
+
+
+def test_dynamic_converted_explains_the_convolutions():
+    assert lesson07.check_dynamic_converted(2)
+    verdict = lesson07.check_dynamic_converted(4)
+    assert not verdict and "Conv2d layers have no dynamic quantized version" in repr(verdict)
+
+
+def test_checks_do_not_leak_warnings():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lesson07.check_qparams((2 / 255, 64))
+        lesson07.check_int8_bytes((1, 2))
+        lesson07.check_dynamic_converted(2)
+    assert not [w for w in caught if "deprecated" in str(w.message)]
+
+
+# --- course_utils.models -----------------------------------------------------------------------
+
+def test_serialized_size_depends_on_shapes_not_values():
+    torch.manual_seed(0)
+    a, b = nn.Linear(64, 32), nn.Linear(64, 32)
+    nn.init.constant_(b.weight, 3.0)
+    assert serialized_size(a) == serialized_size(b) > 64 * 32 * 4
+    assert serialized_size(nn.Linear(128, 32)) - serialized_size(a) == 64 * 32 * 4
+    with pytest.raises(TypeError, match="nn.Module"):
+        serialized_size(torch.zeros(3))
+
+
+def test_changed_module_types_lists_only_the_swapped_modules():
+    before = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    after = nn.Sequential(nn.Linear(4, 4), nn.Identity(), nn.Linear(4, 2))
+    assert changed_module_types(before, after) == {"1": ("nn.ReLU", "nn.Identity")}
+    assert changed_module_types(before, before) == {}
+    with pytest.raises(TypeError):
+        changed_module_types(before, "not a module")
+
+
+def test_serialized_size_of_a_quantized_model_is_a_quarter_plus_qparams():
+    import torch.ao.quantization as tq
+
+    model = nn.Sequential(nn.Linear(256, 256))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the eager API's deprecation notices
+        quantized = tq.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    assert changed_module_types(model, quantized) == {"0": ("nn.Linear", "ao.nn.quantized.dynamic.Linear")}
+    assert 0.25 < serialized_size(quantized) / serialized_size(model) < 0.3
+
+
+def test_type_name_is_short_and_unambiguous():
+    class Local(nn.Module):
+        pass
+
+    assert type_name(nn.Conv2d) == "nn.Conv2d" and type_name(Local) == Local.__qualname__
+    assert type_name(torch.ao.nn.intrinsic.quantized.ConvReLU2d) == "ao.nn.intrinsic.quantized.ConvReLU2d"
