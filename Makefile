@@ -31,8 +31,11 @@ $(VENV)/.installed:  # the path holds the hash of requirements.txt: no timestamp
 venv: $(VENV)/.installed
 	"$(BIN)/python" -m pip install --quiet --no-deps --editable .
 
+# Jupyter refuses to run as root unless told; containers and some clusters log in as root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: venv
-	"$(BIN)/jupyter" lab --notebook-dir=notebooks $(LAB_ARGS)
+	"$(BIN)/jupyter" lab --notebook-dir=notebooks $(ALLOW_ROOT) $(LAB_ARGS)
 
 test: venv
 	COURSE_PROFILE=quick "$(BIN)/python" -m pytest $(PYTEST_ARGS)
