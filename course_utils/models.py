@@ -1,15 +1,18 @@
-"""Inspecting models before and after a transformation such as quantization: size on disk, swapped modules.
+"""Inspecting models before and after a transformation (quantization, pruning): size, swapped modules, costs.
 
 The lessons keep their own idea (the quantization call) in the notebook; these helpers only report
 on its result::
 
     nbytes = serialized_size(model)
     changed = changed_module_types(model, quantized_model)   # {"fc": ("nn.Linear", "ao.nn.quantized...")}
+    costs = layer_costs(model, torch.zeros(1, 1, 28, 28))     # {"conv1": (weights, multiply-adds), ...}
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -53,3 +56,39 @@ def changed_module_types(before: nn.Module, after: nn.Module) -> dict[str, tuple
             for name, module in before.named_modules()
             if name in after_modules and type(after_modules[name]) is not type(module)}
 
+
+
+def layer_costs(model: nn.Module, example: torch.Tensor) -> dict[str, tuple[int, int]]:
+    """Weights and multiply-adds per example of every ``Conv2d`` and ``Linear`` layer of ``model``.
+
+    Runs ``example`` (a batch; the first item is counted) through the model with forward hooks.
+    A layer's multiply-adds are its output elements times the inputs feeding each output
+    (``weight[0].numel()``). The model's training/eval mode is restored afterwards.
+
+    Returns:
+        ``{layer name: (weights, multiply-adds)}`` in the order of ``model.named_modules()``.
+    """
+    if not isinstance(model, nn.Module) or not isinstance(example, torch.Tensor):
+        raise TypeError("pass an nn.Module and an example input tensor (a batch, e.g. torch.zeros(1, 1, 28, 28)).")
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))}
+    if not layers:
+        raise ValueError("model has no Conv2d or Linear layer to count.")
+    macs: dict[str, int] = {}
+
+    def recorder(name: str) -> Callable[[nn.Module, Any, torch.Tensor], None]:
+        def record(module: nn.Module, inputs: Any, output: torch.Tensor) -> None:
+            weight = module.weight
+            assert isinstance(weight, torch.Tensor)  # Conv2d and Linear hold a weight tensor
+            macs[name] = output[0].numel() * weight[0].numel()
+        return record
+
+    handles = [m.register_forward_hook(recorder(name)) for name, m in layers.items()]
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            model.eval()(example)
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.train(was_training)
+    return {name: (m.weight.numel(), macs[name]) for name, m in layers.items()}

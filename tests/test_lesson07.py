@@ -8,7 +8,7 @@ from torch import nn
 
 from course_utils.checks import NO_ANSWER
 from course_utils.exercises import lesson07
-from course_utils.models import changed_module_types, serialized_size, type_name
+from course_utils.models import changed_module_types, layer_costs, serialized_size, type_name
 
 # --- exercise checks ---------------------------------------------------------------------------
 
@@ -85,3 +85,14 @@ def test_type_name_is_short_and_unambiguous():
 
     assert type_name(nn.Conv2d) == "nn.Conv2d" and type_name(Local) == Local.__qualname__
     assert type_name(torch.ao.nn.intrinsic.quantized.ConvReLU2d) == "ao.nn.intrinsic.quantized.ConvReLU2d"
+
+
+def test_layer_costs_counts_weights_and_multiply_adds():
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(2 * 4 * 4, 3))
+    model.train()
+    costs = layer_costs(model, torch.zeros(5, 1, 6, 6))
+    assert costs == {"0": (2 * 9, 2 * 4 * 4 * 9), "2": (32 * 3, 32 * 3)} and model.training
+    with pytest.raises(ValueError, match="no Conv2d or Linear"):
+        layer_costs(nn.ReLU(), torch.zeros(1))
+    with pytest.raises(TypeError):
+        layer_costs(model, [1, 2])
