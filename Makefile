@@ -13,9 +13,11 @@ VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/accelerated-dl/venv-py$(PY_VERSIO
 BIN := $(VENV)/bin
 NOTEBOOKS ?= $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-# Notebooks run with their folder as working directory: make a relative data root absolute.
+# Notebooks run with their folder as working directory: make a relative data root absolute,
+# whether it comes from the environment or the command line (`make test COURSE_DATA_DIR=...`).
 ifdef COURSE_DATA_DIR
-export COURSE_DATA_DIR := $(abspath $(COURSE_DATA_DIR))
+override COURSE_DATA_DIR := $(abspath $(COURSE_DATA_DIR))
+export COURSE_DATA_DIR
 endif
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
