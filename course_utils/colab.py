@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 GITHUB_REPO = "hpml-course/accelerated-deep-learning"
 BRANCH = "main"
 
@@ -13,8 +11,3 @@ def colab_url(notebook: str) -> str:
     if not notebook.endswith(".ipynb") or "/" in notebook:
         raise ValueError(f"pass a notebook file name like '01_autograd.ipynb', got {notebook!r}.")
     return f"https://colab.research.google.com/github/{GITHUB_REPO}/blob/{BRANCH}/notebooks/{notebook}"
-
-
-def in_colab() -> bool:
-    """True inside a Google Colab runtime."""
-    return "google.colab" in sys.modules

@@ -5,8 +5,9 @@ API); these helpers only read them back and serve them::
 
     scalars = read_scalars("scratch/04/runs")     # one row per (run, tag, step)
     table = read_hparams("scratch/04/runs")       # the HPARAMS table: one row per run
-    with tensorboard_server("scratch/04/runs") as server:
-        print(get_json(server.url + "/data/runs"))
+    server = start_tensorboard("scratch/04/runs")   # 127.0.0.1, a free port
+    print(get_json(server.url + "/data/runs"))
+    stop_tensorboard(server)                         # by its own process id
 
 Reading uses TensorBoard's own event reader
 (:class:`tensorboard.backend.event_processing.event_accumulator.EventAccumulator`), one run folder
@@ -24,7 +25,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -322,14 +322,3 @@ def stop_tensorboard(server: TensorBoardServer, *, grace: float = 15.0) -> int:
     returncode = server.process.wait(timeout=grace)
     server.log.close()
     return returncode
-
-
-@contextmanager
-def tensorboard_server(logdir: Path | str, *, port: int | None = None,
-                       timeout: float = 90.0) -> Iterator[TensorBoardServer]:
-    """``with tensorboard_server(logdir) as server:`` starts a server and always stops it."""
-    server = start_tensorboard(logdir, port=port, timeout=timeout)
-    try:
-        yield server
-    finally:
-        stop_tensorboard(server)

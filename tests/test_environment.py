@@ -85,3 +85,10 @@ def test_data_folder_is_ignored_except_its_readme(path):
     assert (REPO / path).is_file()
     ignore = (REPO / ".gitignore").read_text()
     assert "data/*" in ignore and "!data/README.md" in ignore
+
+
+def test_package_metadata_names_the_course_repository():
+    from course_utils.colab import GITHUB_REPO
+
+    urls = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
+    assert urls["Repository"] == f"https://github.com/{GITHUB_REPO}"
