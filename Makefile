@@ -22,7 +22,7 @@ endif
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
 
-.PHONY: lab test venv execute full clean-venv
+.PHONY: lab test venv browser doctor execute full slides site screenshots clean-venv
 
 $(VENV)/.installed:  # the path holds the hash of requirements.txt: no timestamp rule needed
 	rm -rf "$(VENV)"
@@ -39,8 +39,22 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: venv
 	"$(BIN)/jupyter" lab --notebook-dir=notebooks $(ALLOW_ROOT) $(LAB_ARGS)
 
-test: venv
+# The browser tests drive Debian's Chromium (never a browser downloaded by a test tool). As root with
+# apt (CI, containers) it is installed here; elsewhere install the `chromium` package yourself, or
+# leave those tests out with PYTEST_ARGS="-m 'not browser'".
+browser:
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	else echo "Chromium not found: install Debian's chromium package, or run without the browser tests."; fi
+
+test: venv browser
 	COURSE_PROFILE=quick "$(BIN)/python" -m pytest $(PYTEST_ARGS)
+
+# What this machine has, and what each lesson will do on it.
+doctor: venv
+	"$(BIN)/python" -m course_utils doctor $(DOCTOR_ARGS)
 
 # Re-execute notebooks in place (quick profile) to refresh their committed outputs.
 execute: venv
@@ -61,6 +75,47 @@ full: venv
 	    --ExecutePreprocessor.timeout=7200 --output-dir build/full "$$nb"; \
 	  echo "$$(basename $$nb),$$(( $$(date +%s) - start ))" | tee -a build/full/wall_seconds.csv; \
 	done
+
+# Reveal.js slides of every lesson, for instructors, in build/slides/ (open NN_*.slides.html).
+# The decks' JavaScript is fetched once from the npm registry into build/slides/vendor/, so a deck
+# works offline in a lecture hall. reveal.js 4.0.2 is the release nbconvert's template is written for;
+# docs/slides_template/ extends that template so that a slide taller than the screen scrolls.
+SLIDES_DIR := build/slides
+SLIDES_JS := reveal.js@4.0.2 requirejs@2.1.10 jquery@2.2.4 mathjax@2.7.7
+
+$(SLIDES_DIR)/vendor/.fetched:
+	@command -v npm >/dev/null || { echo "make slides needs npm (Node.js) once, to fetch reveal.js and MathJax."; exit 1; }
+	rm -rf "$(@D)" && mkdir -p "$(@D)"
+	for pkg in $(SLIDES_JS); do \
+	  tarball=$$(cd "$(@D)" && npm pack --silent "$$pkg"); \
+	  mkdir "$(@D)/$${pkg%@*}"; \
+	  tar -xzf "$(@D)/$$tarball" -C "$(@D)/$${pkg%@*}" --strip-components=1; \
+	  rm "$(@D)/$$tarball"; \
+	done
+	touch "$@"
+
+slides: venv $(SLIDES_DIR)/vendor/.fetched
+	"$(BIN)/jupyter" nbconvert --to slides --output-dir "$(SLIDES_DIR)" \
+	  --TemplateExporter.extra_template_basedirs=docs/slides_template --template course_reveal \
+	  --SlidesExporter.reveal_url_prefix=vendor/reveal.js \
+	  --SlidesExporter.require_js_url=vendor/requirejs/require.js \
+	  --SlidesExporter.jquery_url=vendor/jquery/dist/jquery.min.js \
+	  --SlidesExporter.mathjax_url='vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe' \
+	  $(NOTEBOOKS)
+
+# The course's static site (mkdocs-jupyter over the executed notebooks) in build/site/. The site is
+# built from the committed outputs, not re-executed. (MkDocs 1.x prints a notice about MkDocs 2.0,
+# which mkdocs-jupyter does not support: silenced.)
+site: venv
+	NO_MKDOCS_2_WARNING=1 "$(BIN)/mkdocs" build --strict --site-dir build/site
+
+# Refresh the README's two screenshots: run the browser tests that take them (into build/screenshots/,
+# ignored by git) and copy their pictures to docs/images/.
+screenshots: venv browser
+	COURSE_PROFILE=quick "$(BIN)/python" -m pytest -q tests/test_lab.py::test_a_lesson_renders_in_chromium \
+	  tests/test_tensorboard_browser.py
+	mkdir -p docs/images
+	cp build/screenshots/jupyterlab.png build/screenshots/tensorboard-hparams.png docs/images/
 
 clean-venv:
 	rm -rf "$(VENV)"

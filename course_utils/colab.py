@@ -1,9 +1,11 @@
-"""The course's public repository, in one place, and the Colab links derived from it."""
+"""The course's public repository, in one place, and what Colab needs from it: links and the install."""
 
 from __future__ import annotations
 
 GITHUB_REPO = "hpml-course/accelerated-deep-learning"
 BRANCH = "main"
+# What each notebook's setup cell installs when (and only when) it runs in Colab.
+PIP_SPEC = f"course-utils @ git+https://github.com/{GITHUB_REPO}"
 
 
 def colab_url(notebook: str) -> str:

@@ -11,8 +11,8 @@ def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", tool, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
-def test_ruff_lints_the_package_and_the_tests():
-    out = run("ruff", "check", "--no-cache", "course_utils", "tests")
+def test_ruff_lints_the_package_the_tests_and_the_site_hooks():
+    out = run("ruff", "check", "--no-cache", "course_utils", "tests", "docs")
     assert out.returncode == 0, out.stdout + out.stderr
 
 

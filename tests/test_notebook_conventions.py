@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import re
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
-from course_utils.colab import GITHUB_REPO, colab_url
+from course_utils.colab import PIP_SPEC, colab_url
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 IGNORE = "nbval-ignore-output"
@@ -56,7 +61,33 @@ def test_one_setup_cell_first(notebook):
     assert setups == [0], "exactly one setup cell, the first code cell, calls cu.setup(...)"
     setup = cells[0]
     assert IGNORE in setup["metadata"].get("tags", []), "the setup cell prints the environment: ignore its output"
-    assert f"git+https://github.com/{GITHUB_REPO}" in source(setup) and '"google.colab" in sys.modules' in source(setup)
+    assert f'"{PIP_SPEC}"' in source(setup), "the setup cell installs course_utils.colab.PIP_SPEC in Colab"
+
+
+def colab_guard(setup_source: str) -> types.CodeType:
+    """The setup cell's statements up to its `if "google.colab" in sys.modules` block, compiled."""
+    body = ast.parse(setup_source).body
+    end = next(i for i, node in enumerate(body)
+               if isinstance(node, ast.If) and "google.colab" in ast.unparse(node.test))
+    return compile(ast.Module(body=body[:end + 1], type_ignores=[]), "<setup cell>", "exec")
+
+
+@pytest.mark.parametrize("in_colab, installed, pip_runs", [(False, True, False), (False, False, False),
+                                                           (True, False, True), (True, True, False)])
+def test_setup_cell_installs_only_in_colab(notebook, monkeypatch, capsys, in_colab, installed, pip_runs):
+    """Run the setup cell's guard for real, in and out of a (simulated) Colab, with pip replaced."""
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: calls.append(args[0]))
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: real_find_spec(name, *a) if installed or name != "course_utils" else None)
+    if in_colab:
+        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(colab_guard(source(code_cells(notebook[1])[0])), {})
+    assert calls == ([[sys.executable, "-m", "pip", "install", "-q", PIP_SPEC]] if pip_runs else [])
+    assert capsys.readouterr() == ("", ""), "the guard is silent"
 
 
 def test_closing_sections_in_order(notebook):
@@ -86,6 +117,8 @@ def test_small_and_portable(notebook):
         text = source(cell)
         assert not re.search(r"^\s*[!%]pip ", text, re.MULTILINE), "install only in the guarded Colab setup"
         assert not re.search(r"['\"](/home/|/work/|/Users/|[A-Z]:\\\\)", text), "no absolute paths"
+    for cell in nb["cells"]:  # e.g. a tab left by "\t" in `$t_\text{load}$` written from a Python string
+        assert not re.search(r"[\x00-\x09\x0b-\x1f]", source(cell)), f"cell {cell.get('id')}: a control character"
 
 
 def test_listed_in_the_readme(notebook):

@@ -1,0 +1,198 @@
+"""The lessons as reveal.js slides (`make slides`): slide metadata on every cell, and a deck that really renders."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from browser import chromium_page, screenshot
+from conftest import REPO
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+SLIDE_TYPES = {"slide", "subslide", "fragment", "skip", "notes", "-"}
+DECK = "01_autograd"
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def slide_type(cell: dict) -> str | None:
+    return cell["metadata"].get("slideshow", {}).get("slide_type")
+
+
+def headings(text: str, level: str) -> list[int]:
+    """Line numbers of the markdown headings of one level (``"## "``), outside fenced code blocks."""
+    found, fenced = [], False
+    for number, line in enumerate(text.split("\n")):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith(level):
+            found.append(number)
+    return found
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def notebook(request) -> tuple[Path, dict]:
+    return request.param, load(request.param)
+
+
+def test_every_cell_has_a_slide_type(notebook):
+    _, nb = notebook
+    for cell in nb["cells"]:
+        assert slide_type(cell) in SLIDE_TYPES, f"cell {cell['id']}: slideshow.slide_type must be one of {SLIDE_TYPES}"
+
+
+def test_title_and_sections_start_slides(notebook):
+    _, nb = notebook
+    assert slide_type(nb["cells"][0]) == "slide", "the title cell is a slide"
+    sections = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        lines = headings(source(cell), "## ")
+        assert lines in ([], [0]), f"cell {cell['id']}: a `## ` heading must open its own cell (split the cell there)"
+        if lines:
+            sections += 1
+            assert slide_type(cell) == "slide", f"cell {cell['id']} opens a section: it must be a slide"
+    assert sections >= 3  # Setup, the lesson's sections, Check your understanding, Summary, References
+
+
+def test_setup_cell_is_skipped_and_derivations_use_fragments(notebook):
+    _, nb = notebook
+    setup = next(c for c in nb["cells"] if c["cell_type"] == "code" and source(c).strip())
+    assert "cu.setup(" in source(setup) and slide_type(setup) == "skip", "the setup cell is plumbing: skip it"
+    assert any(slide_type(c) == "fragment" for c in nb["cells"]), "reveal at least one derivation step by step"
+
+
+def expected_deck(nb: dict) -> tuple[int, int]:
+    """(subslides, fragments) that nbconvert's reveal template makes of the notebook.
+
+    nbconvert turns the first cell that is neither skipped nor a note into a slide; from there every
+    `slide` opens a horizontal section and a vertical one inside it, every `subslide` a vertical one,
+    and every `fragment` a `div.fragment`. Reveal counts the vertical sections (a horizontal section
+    that holds vertical ones is a stack, not a slide).
+    """
+    types = [slide_type(c) or "-" for c in nb["cells"]]
+    first = next(i for i, t in enumerate(types) if t not in ("skip", "notes"))
+    subslides = 1 + sum(t in ("slide", "subslide") for t in types[first + 1:])
+    fragments = sum(t == "fragment" for t in types[first + 1:])
+    return subslides, fragments
+
+
+def expected_math(nb: dict) -> tuple[int, int]:
+    """(display, inline) TeX snippets in the markdown cells that the deck shows."""
+    display = inline = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown" or slide_type(cell) in ("skip", "notes"):
+            continue
+        text = re.sub(r"```.*?```|`[^`\n]*`", "", source(cell), flags=re.DOTALL)  # code is not typeset
+        display += len(re.findall(r"\$\$.+?\$\$", text, flags=re.DOTALL))
+        inline += len(re.findall(r"(?<!\$)\$[^$]+\$(?!\$)", re.sub(r"\$\$.+?\$\$", "", text, flags=re.DOTALL)))
+    return display, inline
+
+
+def normalized(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(900)
+def test_make_slides_renders_lesson_01_in_chromium(tmp_path):
+    if shutil.which("npm") is None:
+        pytest.fail("`make slides` fetches reveal.js, require.js, jQuery and MathJax with npm: install Debian's "
+                    "`npm` package, or leave the browser tests out: PYTEST_ARGS=\"-m 'not browser'\".")
+    built = subprocess.run(["make", "--no-print-directory", "slides", f"NOTEBOOKS=notebooks/{DECK}.ipynb"], cwd=REPO,
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    html = REPO / "build" / "slides" / f"{DECK}.slides.html"
+    nb = load(REPO / "notebooks" / f"{DECK}.ipynb")
+    subslides, fragments = expected_deck(nb)
+    display, inline = expected_math(nb)
+
+    # The template loads reveal.js with require.js (an AMD module, no global): find its module name.
+    module = re.search(r'"([^"]+/dist/reveal\.js)"', html.read_text())
+    assert module and not module.group(1).startswith("http"), "the deck must load the vendored reveal.js"
+    reveal = f"const Reveal = require({module.group(1)!r});"
+
+    def js(body: str):
+        return page.evaluate(f"() => {{ {reveal} {body} }}")
+
+    def math_on_screen() -> int:
+        """Wait until MathJax has (re)drawn every formula of the current slide, twice in a row; return their number."""
+        drawn = page.evaluate(f"""async () => {{ {reveal}
+            const drawn = () => {{ const s = [...Reveal.getCurrentSlide().querySelectorAll('script[type^="math/tex"]')];
+                const ok = MathJax.Hub.queue.pending === 0 && !document.querySelector('.MathJax_Processing') && s.every(
+                    x => {{ const f = document.getElementById(x.id + '-Frame'); return f && f.offsetWidth > 0; }});
+                return ok ? s.length : -1; }};
+            const pause = ms => new Promise(done => setTimeout(done, ms));
+            for (let i = 0; i < 150; i++) {{
+                await pause(200);
+                if (drawn() >= 0) {{ await pause(300); if (drawn() >= 0) return drawn(); }}
+            }}
+            return -1; }}""")
+        assert drawn >= 0, "MathJax did not draw the formulas of the current slide within 75 s"
+        return drawn
+
+    external: list[str] = []
+    with chromium_page(tmp_path / "profile") as page:
+        def refuse(route) -> None:  # offline, as in a lecture hall: anything not on disk is refused (and recorded)
+            external.append(route.request.url)
+            route.abort()
+
+        page.route(re.compile(r"^(?!file:)"), refuse)
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(html.as_uri())
+        page.wait_for_function(f"() => window.require && require.defined({module.group(1)!r}) "
+                               f"&& require({module.group(1)!r}).isReady()", timeout=60_000)
+        page.wait_for_function("() => window.MathJax && MathJax.isReady && MathJax.Hub.queue.pending === 0",
+                               timeout=60_000)
+        assert errors == [], errors
+        assert not [url for url in external if re.search(r"reveal|require|jquery|mathjax", url, re.IGNORECASE)]
+
+        assert js("return Reveal.getTotalSlides();") == subslides
+        assert page.locator(".reveal .slides .fragment").count() == fragments
+
+        # MathJax (the vendored copy) typeset every formula of the markdown: one rendered frame per TeX snippet.
+        math = page.evaluate("""() => [...document.querySelectorAll('script[type^="math/tex"]')].map(
+            s => [s.type.includes('mode=display'), !!document.getElementById(s.id + '-Frame')])""")
+        assert (sum(d for d, _ in math), sum(not d for d, _ in math)) == (display, inline)
+        assert display > 0 and all(rendered for _, rendered in math)
+        assert page.locator(".mjx-merror, .MathJax_Error").count() == 0
+        # The deck's text, all slides, without the TeX sources that MathJax keeps in <script> tags.
+        text = normalized(page.evaluate("""() => {
+            const deck = document.querySelector('.reveal .slides').cloneNode(true);
+            deck.querySelectorAll('script').forEach(s => s.remove());
+            return deck.textContent; }"""))
+        assert "\\frac" not in text and "$$" not in text, "raw TeX left in the deck"
+
+        # Skipped cells are not in the deck, the others are: by cell id, and by the text of the code.
+        ids = page.evaluate("() => [...document.querySelectorAll('.jp-Cell')].map(c => c.id.replace('cell-id=', ''))")
+        assert ids == [c["id"] for c in nb["cells"] if slide_type(c) != "skip"]
+        code = [(slide_type(c), normalized(source(c))) for c in nb["cells"] if c["cell_type"] == "code"]
+        assert [s for t, s in code if t == "skip"] and not [s for t, s in code if t == "skip" and s in text]
+        assert all(s in text for t, s in code if t not in ("skip", "notes"))
+
+        screenshot(page, "slides-01-title")
+        # The chain rule by hand, every fragment shown, and the formula typeset on screen.
+        derivation = next(i for i, c in enumerate(nb["cells"]) if "$$" in source(c) and slide_type(c) == "fragment")
+        js(f"const target = document.getElementById('cell-id={nb['cells'][derivation]['id']}').closest('section');"
+           "const at = Reveal.getIndices(target); Reveal.slide(at.h, at.v, 99);")
+        assert math_on_screen() > 0
+        screenshot(page, "slides-01-derivation")
+        last = js("const s = Reveal.getSlides(), end = s[s.length - 1], at = Reveal.getIndices(end);"
+                  "Reveal.slide(at.h, at.v); return Reveal.isLastSlide() && Reveal.getCurrentSlide() === end;")
+        assert last
+        assert "References" in js("return Reveal.getCurrentSlide().textContent;")
+        math_on_screen()
+        screenshot(page, "slides-01-last")
