@@ -89,7 +89,7 @@ def dataset_info(name: str) -> DatasetInfo:
     return DATASETS[key]
 
 
-def _checkout_data_dir() -> Path | None:
+def checkout_data_dir() -> Path | None:
     """The ``data/`` folder of the course checkout this package was imported from."""
     candidate = Path(__file__).resolve().parent.parent / "data"
     return candidate if (candidate / "README.md").is_file() else None
@@ -110,7 +110,7 @@ def data_root() -> Path:
                 f"holds MNIST/ and FashionMNIST/ in torchvision's layout, or unset it to use the course's data/ folder."
             )
         return root
-    return _checkout_data_dir() or (Path.cwd() / "data").resolve()
+    return checkout_data_dir() or (Path.cwd() / "data").resolve()
 
 
 def _file_digest(path: Path, algorithm: str) -> str:
@@ -135,7 +135,7 @@ def _manifest(root: Path) -> dict[str, str]:
 
 
 @cache
-def _verify(path: Path, root: Path, canonical_md5: str, mtime: float) -> str:
+def verify_file(path: Path, root: Path, canonical_md5: str, mtime: float) -> str:
     """Check one raw file; return how it was verified (``mtime`` keys the cache)."""
     if _file_digest(path, "md5") == canonical_md5:
         return "canonical md5"
@@ -151,7 +151,8 @@ def _verify(path: Path, root: Path, canonical_md5: str, mtime: float) -> str:
     )
 
 
-def _raw_path(root: Path, info: DatasetInfo, filename: str) -> Path:
+def raw_path(root: Path, info: DatasetInfo, filename: str) -> Path:
+    """Where a raw file of a dataset lies in a data root (torchvision's layout)."""
     return root / info.folder / "raw" / filename
 
 
@@ -169,7 +170,7 @@ def ensure_dataset(name: str, *, download: bool = True) -> Path:
     """
     info = dataset_info(name)
     root = data_root()
-    missing = [f for f in info.raw_md5 if not _raw_path(root, info, f).is_file()]
+    missing = [f for f in info.raw_md5 if not raw_path(root, info, f).is_file()]
     if missing and download:
         try:
             _torchvision_dataset(info, root, train=True, download=True)
@@ -180,15 +181,15 @@ def ensure_dataset(name: str, *, download: bool = True) -> Path:
                 f"If this machine is offline, copy the dataset in torchvision's layout to a folder and set "
                 f"{DATA_ENV} to it (e.g. `export {DATA_ENV}=../shared/data`)."
             ) from exc
-        missing = [f for f in info.raw_md5 if not _raw_path(root, info, f).is_file()]
+        missing = [f for f in info.raw_md5 if not raw_path(root, info, f).is_file()]
     if missing:
         raise DataError(
             f"{info.folder} files {missing} are missing from the data root {root}. "
             f"Set {DATA_ENV} to a folder holding {info.folder}/raw/, or allow the download."
         )
     for filename, md5 in info.raw_md5.items():
-        path = _raw_path(root, info, filename)
-        _verify(path, root, md5, path.stat().st_mtime)
+        path = raw_path(root, info, filename)
+        verify_file(path, root, md5, path.stat().st_mtime)
     return root
 
 
@@ -231,8 +232,8 @@ def load_numpy(name: str, split: Split = "train", *, subset: int | None = None,
     info = dataset_info(name)
     root = ensure_dataset(name, download=download)
     prefix = _SPLIT_PREFIX[split]
-    images = read_idx(_raw_path(root, info, f"{prefix}-images-idx3-ubyte"))
-    labels = read_idx(_raw_path(root, info, f"{prefix}-labels-idx1-ubyte")).astype(np.int64)
+    images = read_idx(raw_path(root, info, f"{prefix}-images-idx3-ubyte"))
+    labels = read_idx(raw_path(root, info, f"{prefix}-labels-idx1-ubyte")).astype(np.int64)
     keep = _subset_indices(len(labels), subset, seed)
     return images[keep], labels[keep]
 

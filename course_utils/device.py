@@ -16,7 +16,7 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _mps_available() -> bool:
+def mps_available() -> bool:
     return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
@@ -35,7 +35,7 @@ def best_device(prefer: str | None = None) -> torch.device:
     if prefer is None:
         if torch.cuda.is_available():
             return torch.device("cuda")
-        if _mps_available():
+        if mps_available():
             return torch.device("mps")
         return torch.device("cpu")
     if not isinstance(prefer, str) or not _DEVICE_PATTERN.match(prefer.strip().lower()):
@@ -48,7 +48,7 @@ def best_device(prefer: str | None = None) -> torch.device:
             raise RuntimeError(f"Device {prefer!r} requested but PyTorch sees no CUDA GPU; use 'cpu' or best_device().")
         if index and int(index) >= n:
             raise RuntimeError(f"Device {prefer!r} requested but only {n} GPU(s) exist (cuda:0..cuda:{n - 1}).")
-    if kind == "mps" and not _mps_available():
+    if kind == "mps" and not mps_available():
         raise RuntimeError("Device 'mps' requested but Apple MPS is not available here; use 'cpu' or best_device().")
     return torch.device(name)
 

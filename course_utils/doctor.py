@@ -35,8 +35,8 @@ import torchvision
 
 from course_utils import data
 from course_utils.data import DATA_ENV, DATASETS, DataError, data_root, dataset_info, ensure_dataset
-from course_utils.device import _mps_available, device_name, gpu_count, package_version
-from course_utils.precision import TENSOR_CORE_CAPABILITY, _cpu_has_fast_bf16, format_bytes
+from course_utils.device import device_name, gpu_count, mps_available, package_version
+from course_utils.precision import TENSOR_CORE_CAPABILITY, cpu_has_fast_bf16, format_bytes
 from course_utils.profile import PROFILE_ENV, PROFILES, get_profile
 from course_utils.tf_cluster import find_tpu, worker_inter_op_threads
 
@@ -293,7 +293,7 @@ def _cpu_precision() -> CpuPrecision:
     flags = cpu_flags()
     engines = tuple(torch.backends.quantized.supported_engines)
     return CpuPrecision(bf16_flags=None if flags is None else tuple(f for f in BF16_CPU_FLAGS if f in flags),
-                        onednn_bf16=_cpu_has_fast_bf16(), capability=torch.backends.cpu.get_cpu_capability(),
+                        onednn_bf16=cpu_has_fast_bf16(), capability=torch.backends.cpu.get_cpu_capability(),
                         quantized_engines=engines)
 
 
@@ -321,7 +321,7 @@ def _tensorflow_gpus(check: bool) -> tuple[tuple[str, ...] | None, str | None]:
 def _accelerators(tensorflow: bool) -> Accelerators:
     tf_gpus, tf_error = _tensorflow_gpus(tensorflow)
     available = dist.is_available()
-    return Accelerators(torch_cuda=torch.version.cuda, gpus=_gpus(), mps=_mps_available(), tf_gpus=tf_gpus,
+    return Accelerators(torch_cuda=torch.version.cuda, gpus=_gpus(), mps=mps_available(), tf_gpus=tf_gpus,
                         tf_error=tf_error, distributed=available, nccl=available and dist.is_nccl_available(),
                         gloo=available and dist.is_gloo_available(), tpu=find_tpu())
 
@@ -342,7 +342,7 @@ def _dataset_status(name: str, root: Path | None) -> DatasetStatus:
     mirrors = _mirrors(name)
     if root is None:
         return DatasetStatus(name, info.folder, "unknown", "no usable data root", mirrors)
-    paths = {f: data._raw_path(root, info, f) for f in info.raw_md5}
+    paths = {f: data.raw_path(root, info, f) for f in info.raw_md5}
     missing = [f for f, path in paths.items() if not path.is_file()]
     if len(missing) == len(paths):
         return DatasetStatus(name, info.folder, "missing", f"no {info.folder}/raw/ files in the data root", mirrors)
@@ -352,7 +352,7 @@ def _dataset_status(name: str, root: Path | None) -> DatasetStatus:
         ensure_dataset(name, download=False)  # the same checks a lesson runs, nothing downloaded
     except DataError as exc:
         return DatasetStatus(name, info.folder, "corrupt", str(exc), mirrors)
-    how = Counter(data._verify(path, root, info.raw_md5[f], path.stat().st_mtime) for f, path in paths.items())
+    how = Counter(data.verify_file(path, root, info.raw_md5[f], path.stat().st_mtime) for f, path in paths.items())
     checks = ", ".join(f"{n} by {method}" for method, n in sorted(how.items()))
     return DatasetStatus(name, info.folder, "verified", f"{len(paths)} raw files verified ({checks})", mirrors)
 
@@ -361,7 +361,7 @@ def _data() -> Data:
     env = os.environ.get(DATA_ENV, "").strip()
     if env:
         source = f"from ${DATA_ENV}"
-    elif data._checkout_data_dir() is not None:
+    elif data.checkout_data_dir() is not None:
         source = f"default: the course checkout's data/ folder; ${DATA_ENV} is unset"
     else:
         source = f"default: ./data in the current folder, no course checkout found; ${DATA_ENV} is unset"

@@ -30,7 +30,7 @@ class LowPrecisionChoice(NamedTuple):
     reason: str
 
 
-def _cpu_has_fast_bf16() -> bool:
+def cpu_has_fast_bf16() -> bool:
     """True when oneDNN reports native bf16 kernels for this CPU (AVX-512 BF16/AMX class, or Arm BF16)."""
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
@@ -63,7 +63,7 @@ def fast_low_precision_dtype(device: torch.device | str) -> LowPrecisionChoice:
             return LowPrecisionChoice(torch.float16, f"CUDA compute capability {major}.{minor} has fp16 tensor cores")
         return LowPrecisionChoice(None, f"CUDA compute capability {major}.{minor} has no tensor cores (needs >= 7.0)")
     if device.type == "cpu":
-        if _cpu_has_fast_bf16():
+        if cpu_has_fast_bf16():
             return LowPrecisionChoice(torch.bfloat16, "oneDNN reports native bf16 kernels on this CPU")
         return LowPrecisionChoice(None, "oneDNN reports no native bf16 kernels on this CPU (no AVX-512/AMX bf16 "
                                         "support): bf16 is emulated through fp32 and runs slower than fp32")

@@ -129,7 +129,11 @@ def test_closed_port_is_unreachable_and_open_port_reachable():
 
 
 def test_a_hanging_connection_is_abandoned_at_the_timeout(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(doctor.socket, "create_connection", lambda *args, **kwargs: time.sleep(5))
+    def hang(*args, **kwargs):
+        time.sleep(5)
+        raise TimeoutError("timed out")  # what a real connect does at its own timeout
+
+    monkeypatch.setattr(doctor.socket, "create_connection", hang)
     start = time.monotonic()
     result = doctor.check_endpoints(["hangs.example:443"], timeout=0.3)
     assert time.monotonic() - start < 1.0

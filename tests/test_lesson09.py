@@ -13,13 +13,13 @@ from course_utils.precision import fast_low_precision_dtype, format_bytes, peak_
 
 
 def test_cpu_without_native_bf16_gets_no_dtype(monkeypatch):
-    monkeypatch.setattr(precision, "_cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: False)
     dtype, reason = fast_low_precision_dtype("cpu")
     assert dtype is None and "no native bf16" in reason
 
 
 def test_cpu_with_native_bf16_gets_bfloat16(monkeypatch):
-    monkeypatch.setattr(precision, "_cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: True)
     assert fast_low_precision_dtype(torch.device("cpu")).dtype is torch.bfloat16
 
 
