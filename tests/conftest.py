@@ -1,8 +1,9 @@
-"""Shared fixtures: an isolated environment and small synthetic IDX datasets."""
+"""Shared fixtures: an isolated environment, small synthetic IDX datasets, and the lessons' notebooks."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -10,6 +11,23 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def load_notebook(path: Path) -> dict:
+    """A notebook's JSON, as committed."""
+    return json.loads(path.read_text())
+
+
+def source(cell: dict) -> str:
+    """A cell's source as one string."""
+    return "".join(cell["source"])
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def notebook(request: pytest.FixtureRequest) -> tuple[Path, dict]:
+    """Each lesson in turn: its path and its JSON."""
+    return request.param, load_notebook(request.param)
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:

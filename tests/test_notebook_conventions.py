@@ -4,28 +4,17 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import json
 import re
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import NOTEBOOKS, REPO, source
 from course_utils.colab import PIP_SPEC, colab_url
 
-NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 IGNORE = "nbval-ignore-output"
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def source(cell: dict) -> str:
-    return "".join(cell["source"])
 
 
 def code_cells(nb: dict) -> list[dict]:
@@ -34,11 +23,6 @@ def code_cells(nb: dict) -> list[dict]:
 
 def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ holds no NN_topic.ipynb notebook"
-
-
-@pytest.fixture(params=NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def notebook(request) -> tuple[Path, dict]:
-    return request.param, load(request.param)
 
 
 def test_title_badge_and_objectives(notebook):

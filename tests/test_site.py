@@ -12,11 +12,9 @@ import subprocess
 
 import pytest
 
-from conftest import REPO
+from conftest import NOTEBOOKS, REPO
 
 SITE = REPO / "build" / "site"
-NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-
 
 @pytest.fixture(scope="module")
 def site():

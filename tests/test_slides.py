@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from browser import chromium_page, screenshot
-from conftest import REPO
+from conftest import REPO, load_notebook, source
 
-NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SLIDE_TYPES = {"slide", "subslide", "fragment", "skip", "notes", "-"}
 DECK = "01_autograd"
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def source(cell: dict) -> str:
-    return "".join(cell["source"])
 
 
 def slide_type(cell: dict) -> str | None:
@@ -39,11 +28,6 @@ def headings(text: str, level: str) -> list[int]:
         elif not fenced and line.startswith(level):
             found.append(number)
     return found
-
-
-@pytest.fixture(params=NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def notebook(request) -> tuple[Path, dict]:
-    return request.param, load(request.param)
 
 
 def test_every_cell_has_a_slide_type(notebook):
@@ -115,7 +99,7 @@ def test_make_slides_renders_lesson_01_in_chromium(tmp_path):
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     html = REPO / "build" / "slides" / f"{DECK}.slides.html"
-    nb = load(REPO / "notebooks" / f"{DECK}.ipynb")
+    nb = load_notebook(REPO / "notebooks" / f"{DECK}.ipynb")
     subslides, fragments = expected_deck(nb)
     display, inline = expected_math(nb)
 
