@@ -145,9 +145,12 @@ def test_rise_presents_a_lesson_live(lab: Lab, tmp_path):
     shutil.copy(REPO / "notebooks" / LESSON, scratch / LESSON)
     try:
         with chromium_page(tmp_path / "profile") as page:
-            page.goto(f"{lab.base}/lab/tree/scratch/lab-test/{LESSON}?token={lab.token}")
+            page.goto(f"{lab.base}/lab/tree/scratch/lab-test/{LESSON}?reset&token={lab.token}")
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
-            page.locator("[data-command='RISE:preview']").locator("visible=true").click()  # the copy's tab
+            # RISE's shortcut, as the README says (its toolbar button may sit in the toolbar's overflow menu).
+            page.locator(".jp-Notebook .jp-Cell").first.click()
+            page.keyboard.press("Escape")
+            page.keyboard.press("Alt+r")
             deck = page.frame_locator("iframe").locator(".reveal .slides section.present h1").first
             deck.wait_for(timeout=120_000)
             assert deck.inner_text().startswith("01 · ")
