@@ -18,7 +18,9 @@ import torch
 # TensorFlow segfaults. The setup cell imports course_utils first, which fixes the order.
 import torchvision  # noqa: F401  (imported for the side effect above)
 
+from course_utils import hardware
 from course_utils.checks import CheckResult
+from course_utils.claims import ANYWHERE, ClaimError, Condition, expect
 from course_utils.data import (
     DataError,
     data_root,
@@ -30,6 +32,7 @@ from course_utils.data import (
     torchvision_dataset,
 )
 from course_utils.device import best_device, device_name, environment_summary, gpu_count
+from course_utils.hardware import Hardware, cpu_load
 from course_utils.launch import (
     ProcessResult,
     free_port,
@@ -66,25 +69,29 @@ class CourseEnv:
     device: torch.device
     data_root: Path
     seed: int
+    hardware: Hardware
 
 
 def setup(seed: int = 0, device: str | None = None) -> CourseEnv:
     """Select the run profile, seed everything, pick the device, resolve the data root, and
-    print a short summary of the environment (versions, threads, device, profile).
+    print a short summary of the environment (versions, threads, device, profile) and of the
+    hardware facts that decide the lessons' measurements (bf16, int8, cores, GPU).
 
     Args:
         seed: seed for every random number generator.
         device: force a device (``"cpu"``, ``"cuda"``, ...); default: the best available.
     """
     env = CourseEnv(profile=get_profile(), device=best_device(device), data_root=data_root(),
-                    seed=seed_everything(seed))
+                    seed=seed_everything(seed), hardware=hardware.detect())
     print(f"{environment_summary(env.device)} · profile {env.profile.name} · seed {env.seed}")
+    print(f"hardware: {env.hardware.summary()}")
     print(f"data root: {env.data_root}")
     return env
 
 
 __all__ = [
-    "CheckResult", "CourseEnv", "DataError", "ProcessResult", "Profile", "Timing", "accuracy", "amdahl_speedup",
+    "ANYWHERE", "CheckResult", "ClaimError", "Condition", "CourseEnv", "DataError", "Hardware", "ProcessResult",
+    "Profile", "Timing", "accuracy", "amdahl_speedup", "cpu_load", "expect",
     "autograd_graph_edges", "best_device", "data_root", "dataset_info", "device_name", "draw_autograd_graph",
     "ensure_dataset", "environment_summary", "format_seconds", "free_port", "free_ports", "get_profile",
     "gpu_count", "load_numpy", "load_tensors", "measure", "measure_interleaved", "parallel_efficiency",

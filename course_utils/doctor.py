@@ -18,7 +18,6 @@ import os
 import platform
 import re
 import socket
-import sys
 import textwrap
 import threading
 import time
@@ -33,10 +32,11 @@ import torch
 import torch.distributed as dist
 import torchvision
 
-from course_utils import data
+from course_utils import data, hardware
 from course_utils.data import DATA_ENV, DATASETS, DataError, data_root, dataset_info, ensure_dataset
 from course_utils.device import device_name, gpu_count, mps_available, package_version
-from course_utils.precision import TENSOR_CORE_CAPABILITY, cpu_has_fast_bf16, format_bytes
+from course_utils.hardware import AVX2_ONLY_ENV, QUANTIZED_ENGINES
+from course_utils.precision import TENSOR_CORE_CAPABILITY, format_bytes
 from course_utils.profile import PROFILE_ENV, PROFILES, get_profile
 from course_utils.tf_cluster import find_tpu, worker_inter_op_threads
 
@@ -62,9 +62,6 @@ PACKAGES: dict[str, tuple[str, ...]] = {
 }
 BF16_CAPABILITY = (8, 0)  # Ampere: bf16 tensor cores
 FP8_CAPABILITY = (8, 9)  # Ada Lovelace and Hopper: fp8 tensor cores
-# CPU flags of native bf16 arithmetic: x86 (Linux /proc/cpuinfo), Arm (Linux "Features"), Apple (sysctl).
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16", "FEAT_BF16")
-QUANTIZED_ENGINES = ("x86", "fbgemm", "qnnpack")  # lesson 07 takes the first one supported
 PYPI = "pypi.org:443"
 README_DATA = "README.md#data"
 
@@ -126,6 +123,8 @@ class CpuPrecision:
     onednn_bf16: bool  # oneDNN's own answer, which lesson 09 follows
     capability: str  # PyTorch's CPU kernel level (AVX2, AVX512, ...)
     quantized_engines: tuple[str, ...]
+    onednn_cap: str | None = None  # $ONEDNN_MAX_CPU_ISA, when set
+    tf_onednn: bool = True  # TensorFlow uses its oneDNN operations ($TF_ENABLE_ONEDNN_OPTS)
 
 
 @dataclass(frozen=True)
@@ -267,34 +266,11 @@ def _machine() -> Machine:
                    ram_bytes=_ram_bytes())
 
 
-def cpu_flags() -> set[str] | None:
-    """The processor's feature flags (Linux ``/proc/cpuinfo``; Apple ``sysctl``), or ``None`` if unreadable."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features"):
-                    return set(value.split())
-    except OSError:
-        pass
-    if sys.platform == "darwin":
-        import subprocess
-
-        try:
-            out = subprocess.run(["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True,
-                                 timeout=5)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return {"FEAT_BF16"} if out.stdout.strip() == "1" else set()
-    return None
-
-
 def _cpu_precision() -> CpuPrecision:
-    flags = cpu_flags()
-    engines = tuple(torch.backends.quantized.supported_engines)
-    return CpuPrecision(bf16_flags=None if flags is None else tuple(f for f in BF16_CPU_FLAGS if f in flags),
-                        onednn_bf16=cpu_has_fast_bf16(), capability=torch.backends.cpu.get_cpu_capability(),
-                        quantized_engines=engines)
+    hw = hardware.detect()
+    return CpuPrecision(bf16_flags=hw.bf16_flags, onednn_bf16=hw.onednn_bf16, capability=hw.isa,
+                        quantized_engines=tuple(torch.backends.quantized.supported_engines),
+                        onednn_cap=hw.onednn_cap, tf_onednn=hw.tf_onednn)
 
 
 def _gpus() -> tuple[Gpu, ...]:
@@ -474,6 +450,9 @@ def gpu_precision(capability: Sequence[int]) -> dict[str, bool]:
 def cpu_bf16(cpu: CpuPrecision) -> str:
     """One line on bf16 on this CPU: native (fast) or emulated (runs, slower than fp32)."""
     onednn = f"oneDNN native bf16 kernels: {'yes' if cpu.onednn_bf16 else 'no'}"
+    if cpu.bf16_flags and not cpu.onednn_bf16:
+        return (f"emulated in PyTorch: the CPU has native bf16 ({', '.join(cpu.bf16_flags)}), but oneDNN is capped "
+                f"at {cpu.onednn_cap or 'a lower ISA'}; {onednn}")
     if cpu.bf16_flags:
         return f"fast: native bf16 instructions ({', '.join(cpu.bf16_flags)}); {onednn}"
     if cpu.bf16_flags is None:
@@ -481,6 +460,10 @@ def cpu_bf16(cpu: CpuPrecision) -> str:
         return f"{verdict} (CPU flags unreadable; {onednn})"
     return (f"emulated: runs, but slower than fp32 (no AVX512-BF16/AMX-BF16 in the CPU flags; PyTorch CPU kernels "
             f"{cpu.capability}; {onednn})")
+
+
+def _installed(report: Report) -> list[str]:
+    return [p.name for p in report.packages if p.version is not None]
 
 
 def _package(report: Report, name: str) -> Package | None:
@@ -559,6 +542,14 @@ def problems(report: Report) -> list[Problem]:
         found.append(Problem(f"this PyTorch build has no int8 engine among {', '.join(QUANTIZED_ENGINES)} "
                              f"(it has: {', '.join(report.cpu.quantized_engines) or 'none'})",
                              "install the PyTorch wheel pinned in requirements.txt", ("07",)))
+    cpu = report.cpu
+    if cpu.bf16_flags and not cpu.onednn_bf16 and cpu.tf_onednn and any(p == "tensorflow" for p in _installed(report)):
+        found.append(Problem(
+            f"oneDNN is capped below this CPU's native bf16 (ONEDNN_MAX_CPU_ISA={cpu.onednn_cap}), but TensorFlow "
+            "ignores the cap: its bf16 matrix products would pick the native kernels and crash the process",
+            "also set TF_ENABLE_ONEDNN_OPTS=0 (the course's AVX2-only simulation sets "
+            + " ".join(f"{k}={v}" for k, v in AVX2_ONLY_ENV.items()) + "), or unset ONEDNN_MAX_CPU_ISA",
+            ("09",), "TensorFlow's bf16 would crash under the oneDNN cap"))
     if not acc.gloo:
         found.append(Problem("torch.distributed has no gloo backend in this PyTorch build",
                              "install the PyTorch wheel pinned in requirements.txt (Linux and macOS builds have "
@@ -613,7 +604,7 @@ def lesson_plan(report: Report) -> dict[str, str]:
               f"CPU ({_sizes(report)}); Adam step timings (for-loop, foreach, fused) on the CPU"
               + (f" and on {gpu0}" if acc.gpus else f"; GPU timings skipped ({skipped})"),
         "03": f"threads vs processes on {machine.usable_cores} usable core(s)"
-              + ("" if machine.usable_cores >= 2 else " (the process speedup is not asserted below 2 cores)")
+              + ("" if machine.usable_cores >= 2 else " (speedups that need 2 cores are explained, not checked)")
               + "; fork/forkserver/spawn start costs; DataLoader workers on Fashion-MNIST; "
               + (f"pin_memory copy timing on {gpu0}" if acc.gpus else f"pin_memory timing skipped ({skipped})"),
         "04": f"SummaryWriter sweep on Fashion-MNIST on {device}; Keras TensorBoard callback, TensorFlow on "

@@ -190,9 +190,25 @@ def test_precision_rules():
     assert doctor.gpu_precision((8, 6)) == {"fp16 tensor cores": True, "bf16": True, "fp8": False}
     assert doctor.gpu_precision((8, 9)) == {"fp16 tensor cores": True, "bf16": True, "fp8": True}
     cpu = fake_report().cpu
-    assert doctor.cpu_bf16(replace(cpu, bf16_flags=("amx_bf16",))).startswith("fast: native bf16 instructions")
+    native = replace(cpu, bf16_flags=("amx_bf16",), onednn_bf16=True)
+    assert doctor.cpu_bf16(native).startswith("fast: native bf16 instructions")
     assert doctor.cpu_bf16(cpu).startswith("emulated: runs, but slower than fp32")
+    capped = replace(native, onednn_bf16=False, onednn_cap="AVX2")
+    assert doctor.cpu_bf16(capped).startswith("emulated in PyTorch: the CPU has native bf16 (amx_bf16), but oneDNN is "
+                                              "capped at AVX2")
     assert doctor.cpu_bf16(replace(cpu, bf16_flags=None, onednn_bf16=True)).startswith("fast (CPU flags unreadable")
+
+
+def test_a_onednn_cap_without_tensorflow_s_opt_out_blocks_lesson_09():
+    """ONEDNN_MAX_CPU_ISA=AVX2 on a CPU with native bf16: TensorFlow ignores the cap and its bf16 matmul crashes."""
+    report = fake_report()
+    capped = replace(report.cpu, bf16_flags=("avx512_bf16",), onednn_bf16=False, onednn_cap="AVX2")
+    assert doctor.blocked_lessons(replace(report, cpu=capped)) == {
+        "09": ["TensorFlow's bf16 would crash under the oneDNN cap"]}
+    fixed = replace(capped, tf_onednn=False)  # TF_ENABLE_ONEDNN_OPTS=0: TensorFlow uses its Eigen kernels
+    assert doctor.blocked_lessons(replace(report, cpu=fixed)) == {}
+    native = replace(capped, onednn_bf16=True, onednn_cap=None)
+    assert doctor.blocked_lessons(replace(report, cpu=native)) == {}
 
 
 def test_missing_data_blocks_only_when_it_cannot_be_downloaded():

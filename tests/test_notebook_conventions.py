@@ -94,6 +94,25 @@ def test_executed_top_to_bottom_without_errors(notebook):
             assert not (out["output_type"] == "stream" and "Traceback" in out["text"])
 
 
+TIMING_WORDS = re.compile(r"speedup|median|step_time|_over_|efficiency|latency|ratio|\btimes?\b|\bgains?\b")
+
+
+def test_no_bare_assert_on_timings(notebook):
+    """A timing, speedup or ratio depends on the machine: cu.expect states its condition instead of an assert."""
+    _, nb = notebook
+    for cell in code_cells(nb):
+        for line in source(cell).splitlines():
+            if re.match(r"\s*assert ", line):
+                assert not TIMING_WORDS.search(line), f"use cu.expect(..., when=condition) for: {line.strip()}"
+
+
+def test_setup_cell_prints_the_hardware_facts(notebook):
+    _, nb = notebook
+    setup = next(c for c in code_cells(nb) if "cu.setup(" in source(c))
+    printed = "".join("".join(o.get("text", "")) for o in setup["outputs"])
+    assert "hardware: CPU " in printed and ("bf16 native" in printed or "bf16 emulated" in printed)
+
+
 def test_small_and_portable(notebook):
     path, nb = notebook
     assert path.stat().st_size < 2_000_000

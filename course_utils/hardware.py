@@ -1,0 +1,290 @@
+"""The facts of this machine that decide a lesson's measurements: bf16 and int8 on the CPU, cores, GPUs, load.
+
+:func:`detect` reads them once; the setup cell prints :meth:`Hardware.summary`, so a reader can tell whether
+their machine should reproduce the stored numbers, and the lessons pass its conditions to
+:func:`course_utils.claims.expect`::
+
+    hw = env.hardware
+    hw.native_bf16          # Condition: oneDNN has native bf16 kernels on this CPU
+    hw.cores(2)             # Condition: at least 2 usable cores
+    with cu.cpu_load() as load:
+        ...                 # a measurement
+    load.spare(2)           # Condition: 2 cores were free of other processes' work meanwhile
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+
+import psutil
+import torch
+
+from course_utils.claims import Condition
+from course_utils.device import device_name
+from course_utils.precision import cpu_has_fast_bf16
+
+# CPU flags of native bf16 arithmetic: x86 (Linux /proc/cpuinfo), Arm (Linux "Features"), Apple (sysctl).
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16", "FEAT_BF16")
+# CPU flags of int8 dot-product instructions: VNNI and AMX on x86, the dot-product extension on Arm.
+INT8_DOT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "FEAT_DotProd")
+QUANTIZED_ENGINES = ("x86", "fbgemm", "qnnpack")  # lesson 07 takes the first one supported ...
+ENGINE_ENV = "COURSE_QUANTIZED_ENGINE"  # ... unless this names another (qnnpack: the ARM engine, on any CPU)
+# Makes a CPU with AVX-512 (bf16, VNNI) behave like one with AVX2 only, for PyTorch and TensorFlow: oneDNN
+# and FBGEMM capped at AVX2, PyTorch's own kernels too. TensorFlow does not follow the oneDNN cap (its bf16
+# kernels would still be chosen, and crash), so its oneDNN operations are switched off.
+AVX2_ONLY_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+                 "ATEN_CPU_CAPABILITY": "avx2"}
+
+
+def cpu_flags() -> set[str] | None:
+    """The processor's feature flags (Linux ``/proc/cpuinfo``; Apple ``sysctl``), or ``None`` if unreadable."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return set(value.split())
+    except OSError:
+        pass
+    if sys.platform == "darwin":
+        found = set()
+        for flag in ("FEAT_BF16", "FEAT_DotProd"):
+            try:
+                out = subprocess.run(["sysctl", "-n", f"hw.optional.arm.{flag}"], capture_output=True, text=True,
+                                     timeout=5)
+            except (OSError, subprocess.SubprocessError):
+                return None
+            if out.stdout.strip() == "1":
+                found.add(flag)
+        return found
+    return None
+
+
+def usable_cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup CPU quota (``docker --cpus``)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="utf-8") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
+
+
+def quantized_engine() -> str | None:
+    """The int8 engine for lesson 07: ``$COURSE_QUANTIZED_ENGINE`` if set, else the first supported of
+    :data:`QUANTIZED_ENGINES` (``None``: this PyTorch build has none).
+
+    Raises:
+        ValueError: if ``$COURSE_QUANTIZED_ENGINE`` names an engine this PyTorch build does not support.
+    """
+    supported = torch.backends.quantized.supported_engines
+    chosen = os.environ.get(ENGINE_ENV, "").strip().lower()
+    if chosen and chosen not in supported:
+        raise ValueError(f"{ENGINE_ENV}={chosen!r} is not an int8 engine of this PyTorch build: use one of "
+                         f"{[e for e in supported if e != 'none']}, or unset it.")
+    return chosen or next((e for e in QUANTIZED_ENGINES if e in supported), None)
+
+
+def _tf_onednn_enabled() -> bool:
+    """Whether TensorFlow uses its oneDNN operations: on by default on x86-64, off with TF_ENABLE_ONEDNN_OPTS=0."""
+    setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower()
+    if setting:
+        return setting not in ("0", "false")
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What this machine offers the lessons. The properties turn each fact into a :class:`Condition`."""
+
+    cpu_model: str
+    isa: str  # PyTorch's CPU kernel level (AVX2, AVX512, ...)
+    bf16_flags: tuple[str, ...] | None  # native bf16 flags of the CPU (None: the flags could not be read)
+    int8_flags: tuple[str, ...] | None  # int8 dot-product flags of the CPU
+    onednn_bf16: bool  # oneDNN's own answer for PyTorch: native bf16 kernels (it follows ONEDNN_MAX_CPU_ISA)
+    onednn_cap: str | None  # $ONEDNN_MAX_CPU_ISA, when set
+    fbgemm_cap: str | None  # $FBGEMM_ENABLE_INSTRUCTIONS, when set
+    tf_onednn: bool  # TensorFlow uses its oneDNN operations
+    quantized_engine: str | None  # the int8 engine lesson 07 uses
+    usable_cores: int
+    gpus: tuple[str, ...]  # CUDA GPUs, by name
+    gpu_capability: tuple[int, int] | None  # compute capability of cuda:0
+
+    # ---- the facts as conditions -------------------------------------------------------------------------
+    @property
+    def native_bf16(self) -> Condition:
+        return Condition(self.onednn_bf16, "PyTorch's oneDNN has native bf16 kernels (AVX-512 BF16, AMX, Arm BF16)",
+                         self.bf16_text)
+
+    @property
+    def emulated_bf16(self) -> Condition:
+        return Condition(not self.onednn_bf16, "PyTorch's oneDNN has no native bf16 kernels (bf16 is emulated)",
+                         self.bf16_text)
+
+    @property
+    def tf_native_bf16(self) -> Condition:
+        return Condition(self.tf_onednn and bool(self.bf16_flags),
+                         "TensorFlow's oneDNN operations are on and the CPU has native bf16", self.tf_text)
+
+    @property
+    def tf_emulated_bf16(self) -> Condition:
+        return Condition(not self.tf_native_bf16.holds,
+                         "TensorFlow runs bf16 without native instructions (no CPU bf16, or oneDNN off)", self.tf_text)
+
+    @property
+    def x86_int8(self) -> Condition:
+        return Condition(self.quantized_engine in ("x86", "fbgemm"),
+                         "int8 runs on the x86 engine (FBGEMM and oneDNN, AVX2 or better)",
+                         f"int8 engine {self.quantized_engine}, CPU kernels {self.isa}")
+
+    @property
+    def cuda(self) -> Condition:
+        return Condition(bool(self.gpus), "a CUDA GPU is present", self.gpu_text)
+
+    def cores(self, n: int) -> Condition:
+        """At least ``n`` usable cores."""
+        if n < 1:
+            raise ValueError(f"n must be a positive number of cores, got {n}.")
+        wanted = f"there are at least {n} usable cores" if n > 1 else "there is a usable core"
+        return Condition(self.usable_cores >= n, wanted,
+                         f"{self.usable_cores} usable core{'s' if self.usable_cores > 1 else ''}")
+
+    # ---- the facts in words ------------------------------------------------------------------------------
+    @property
+    def bf16_text(self) -> str:
+        if self.onednn_bf16:
+            flags = f" ({', '.join(self.bf16_flags)})" if self.bf16_flags else ""
+            return f"bf16 native{flags}"
+        capped = f", oneDNN capped at {self.onednn_cap}" if self.onednn_cap else ""
+        return f"bf16 emulated (CPU kernels {self.isa}{capped})"
+
+    @property
+    def tf_text(self) -> str:
+        cpu = f"CPU bf16 {', '.join(self.bf16_flags)}" if self.bf16_flags else "no CPU bf16"
+        return f"TensorFlow oneDNN {'on' if self.tf_onednn else 'off'}, {cpu}"
+
+    @property
+    def int8_text(self) -> str:
+        dot = f"with {', '.join(self.int8_flags)}" if self.int8_flags else "without int8 dot-product instructions"
+        capped = f" (FBGEMM capped at {self.fbgemm_cap})" if self.fbgemm_cap else ""
+        return f"int8 engine {self.quantized_engine or 'none'} {dot}{capped}"
+
+    @property
+    def gpu_text(self) -> str:
+        if not self.gpus:
+            return "no CUDA GPU"
+        cap = ".".join(map(str, self.gpu_capability or ()))
+        return f"{len(self.gpus)} CUDA GPU(s), {self.gpus[0]} (compute capability {cap})"
+
+    def summary(self) -> str:
+        """One line with the facts that decide the lessons' hardware-dependent results."""
+        return " · ".join([f"CPU {self.isa}", self.bf16_text, self.int8_text,
+                           f"{self.usable_cores} usable core{'s' if self.usable_cores > 1 else ''}", self.gpu_text])
+
+
+@cache
+def detect() -> Hardware:
+    """This machine's :class:`Hardware`, read once per process."""
+    flags = cpu_flags()
+    gpus = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) \
+        if torch.cuda.is_available() else ()
+    return Hardware(
+        cpu_model=device_name("cpu"), isa=torch.backends.cpu.get_cpu_capability(),
+        bf16_flags=None if flags is None else tuple(f for f in BF16_CPU_FLAGS if f in flags),
+        int8_flags=None if flags is None else tuple(f for f in INT8_DOT_FLAGS if f in flags),
+        onednn_bf16=cpu_has_fast_bf16(),
+        onednn_cap=os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or None,
+        fbgemm_cap=os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS") or None,
+        tf_onednn=_tf_onednn_enabled(),
+        quantized_engine=quantized_engine(),
+        usable_cores=usable_cores(), gpus=gpus,
+        gpu_capability=torch.cuda.get_device_capability(0) if gpus else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The load of the machine during a measurement
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class CpuLoad:
+    """How much of the CPU other processes used while a measurement ran (filled in when its block ends).
+
+    ``other_cores`` counts every process outside this one and its descendants (their CPU seconds per
+    second of wall time), plus time the hypervisor gave to other machines (steal).
+    """
+
+    usable_cores: int
+    seconds: float = math.nan
+    other_cores: float = math.nan
+
+    def spare(self, n: int) -> Condition:
+        """At least ``n`` usable cores were free of other processes' work (half a core of slack)."""
+        if math.isnan(self.other_cores):
+            raise RuntimeError("The load is known once the `with cpu_load()` block has ended.")
+        free = self.usable_cores - self.other_cores
+        return Condition(free >= n - 0.5,
+                         f"{n} core{'s were' if n > 1 else ' was'} free of other work during the measurement",
+                         f"{free:.1f} of {self.usable_cores} usable core{'s' if self.usable_cores > 1 else ''} free "
+                         f"({self.other_cores:.1f} used by other processes)")
+
+
+    @property
+    def quiet(self) -> Condition:
+        """Other processes used less than half a core: a timing with a modest margin can be trusted."""
+        if math.isnan(self.other_cores):
+            raise RuntimeError("The load is known once the `with cpu_load()` block has ended.")
+        return Condition(self.other_cores < 0.5, "no other process used the CPU during the measurement",
+                         f"other processes used {self.other_cores:.1f} cores meanwhile")
+
+
+def _busy_seconds(cpus: list[int]) -> float:
+    """CPU seconds spent busy (or stolen by the hypervisor) on the given logical CPUs since boot."""
+    per_cpu = psutil.cpu_times(percpu=True)
+    return sum(getattr(per_cpu[i], field, 0.0) for i in cpus if i < len(per_cpu)
+               for field in ("user", "nice", "system", "irq", "softirq", "steal"))
+
+
+def _own_cpu_seconds() -> float:
+    """CPU seconds of this process and all its descendants, living or reaped."""
+    total = 0.0
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:  # exited meanwhile: its time reaches its parent when reaped
+            continue
+        total += t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+    return total
+
+
+@contextmanager
+def cpu_load() -> Iterator[CpuLoad]:
+    """Measure how many cores other processes kept busy while the block ran.
+
+    A speedup that needs idle cores (processes against threads, workers overlapping a training step)
+    holds only where the cores were really free; ``load.spare(n)`` is that condition::
+
+        with cpu_load() as load:
+            timing = cu.measure(...)
+        cu.expect("2 processes are faster than 1", ..., when=env.hardware.cores(2) & load.spare(2))
+    """
+    load = CpuLoad(usable_cores=usable_cores())
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    start, busy, own = time.perf_counter(), _busy_seconds(cpus), _own_cpu_seconds()
+    yield load
+    load.seconds = time.perf_counter() - start
+    others = (_busy_seconds(cpus) - busy) - (_own_cpu_seconds() - own)
+    load.other_cores = max(0.0, others / load.seconds) if load.seconds > 0 else 0.0
