@@ -90,6 +90,7 @@ def test_torchrun_gloo_all_reduce_on_two_processes(tmp_path):
         "dist.all_reduce(t)\n"
         "import sys\n"  # one write per line: ranks share stdout, and print() writes text and newline apart
         "sys.stdout.write(f\"rank {dist.get_rank()}/{dist.get_world_size()} sum {t.item():g}\\n\")\n"
+        "dist.barrier()\n"  # no rank tears its connections down while another still uses them
         "dist.destroy_process_group()\n")
     (result,) = run_processes([torchrun_command(script, nproc_per_node=2)], timeout=120)
     result.check()
@@ -102,6 +103,7 @@ def test_two_torchrun_nodes_on_one_machine(tmp_path):
     script.write_text("import os, torch.distributed as dist\n"
                       "dist.init_process_group('gloo')\n"
                       "import sys; sys.stdout.write(f'world {dist.get_world_size()} rank {dist.get_rank()}\\n')\n"
+                      "dist.barrier()\n"
                       "dist.destroy_process_group()\n")
     port = free_port()
     results = run_processes([torchrun_command(script, nproc_per_node=1, nnodes=2, node_rank=r, master_port=port)
