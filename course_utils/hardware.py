@@ -97,12 +97,19 @@ def quantized_engine() -> str | None:
     return chosen or next((e for e in QUANTIZED_ENGINES if e in supported), None)
 
 
-def _tf_onednn_enabled() -> bool:
-    """Whether TensorFlow uses its oneDNN operations: on by default on x86-64, off with TF_ENABLE_ONEDNN_OPTS=0."""
+# TensorFlow turns its oneDNN operations on by default on Linux only for CPUs with these "neural network"
+# features (tensorflow/core/util/port.cc, DefaultOneDnnPolicy), and always on x86-64 Windows.
+TF_ONEDNN_CPU_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
+
+
+def _tf_onednn_enabled(flags: set[str] | None) -> bool:
+    """Whether TensorFlow uses its oneDNN operations: ``$TF_ENABLE_ONEDNN_OPTS`` if set, else its default."""
     setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower()
     if setting:
         return setting not in ("0", "false")
-    return platform.machine().lower() in ("x86_64", "amd64")
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    return sys.platform == "win32" or bool(set(TF_ONEDNN_CPU_FLAGS) & (flags or set()))
 
 
 @dataclass(frozen=True)
@@ -207,7 +214,7 @@ def detect() -> Hardware:
         onednn_bf16=cpu_has_fast_bf16(),
         onednn_cap=os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or None,
         fbgemm_cap=os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS") or None,
-        tf_onednn=_tf_onednn_enabled(),
+        tf_onednn=_tf_onednn_enabled(flags),
         quantized_engine=quantized_engine(),
         usable_cores=usable_cores(), gpus=gpus,
         gpu_capability=torch.cuda.get_device_capability(0) if gpus else None,

@@ -60,6 +60,17 @@ def test_the_int8_engine_can_be_chosen(monkeypatch):
                                                if e in torch.backends.quantized.supported_engines)
 
 
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64", reason="TensorFlow's Linux x86 default")
+def test_tensorflow_uses_onednn_by_default_only_on_cpus_with_neural_network_features(monkeypatch):
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    assert not hardware._tf_onednn_enabled({"avx2", "fma"})  # an AVX2-only CPU: Eigen kernels
+    assert hardware._tf_onednn_enabled({"avx2", "avx512f", "avx512_vnni"})
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    assert not hardware._tf_onednn_enabled({"avx512_bf16"})
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    assert hardware._tf_onednn_enabled({"avx2"})
+
+
 def test_cores_must_be_positive():
     with pytest.raises(ValueError, match="positive number of cores"):
         AVX2_MACHINE.cores(0)
