@@ -29,7 +29,6 @@ import psutil
 import torch
 
 from course_utils.claims import Condition
-from course_utils.device import device_name
 from course_utils.precision import cpu_has_fast_bf16
 
 # CPU flags of native bf16 arithmetic: x86 (Linux /proc/cpuinfo), Arm (Linux "Features"), Apple (sysctl).
@@ -116,7 +115,6 @@ def _tf_onednn_enabled(flags: set[str] | None) -> bool:
 class Hardware:
     """What this machine offers the lessons. The properties turn each fact into a :class:`Condition`."""
 
-    cpu_model: str
     isa: str  # PyTorch's CPU kernel level (AVX2, AVX512, ...)
     bf16_flags: tuple[str, ...] | None  # native bf16 flags of the CPU (None: the flags could not be read)
     int8_flags: tuple[str, ...] | None  # int8 dot-product flags of the CPU
@@ -155,10 +153,6 @@ class Hardware:
         return Condition(self.quantized_engine in ("x86", "fbgemm"),
                          "int8 runs on the x86 engine (FBGEMM and oneDNN, AVX2 or better)",
                          f"int8 engine {self.quantized_engine}, CPU kernels {self.isa}")
-
-    @property
-    def cuda(self) -> Condition:
-        return Condition(bool(self.gpus), "a CUDA GPU is present", self.gpu_text)
 
     def cores(self, n: int) -> Condition:
         """At least ``n`` usable cores."""
@@ -208,7 +202,7 @@ def detect() -> Hardware:
     gpus = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) \
         if torch.cuda.is_available() else ()
     return Hardware(
-        cpu_model=device_name("cpu"), isa=torch.backends.cpu.get_cpu_capability(),
+        isa=torch.backends.cpu.get_cpu_capability(),
         bf16_flags=None if flags is None else tuple(f for f in BF16_CPU_FLAGS if f in flags),
         int8_flags=None if flags is None else tuple(f for f in INT8_DOT_FLAGS if f in flags),
         onednn_bf16=cpu_has_fast_bf16(),
