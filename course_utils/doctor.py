@@ -260,9 +260,8 @@ def _ram_bytes() -> int | None:
 
 def _machine() -> Machine:
     logical = os.cpu_count() or 1
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else logical
     return Machine(os=_os_name(), python=platform.python_version(), cpu_model=device_name("cpu"),
-                   logical_cores=logical, usable_cores=usable, torch_threads=torch.get_num_threads(),
+                   logical_cores=logical, usable_cores=hardware.usable_cores(), torch_threads=torch.get_num_threads(),
                    ram_bytes=_ram_bytes())
 
 
@@ -462,10 +461,6 @@ def cpu_bf16(cpu: CpuPrecision) -> str:
             f"{cpu.capability}; {onednn})")
 
 
-def _installed(report: Report) -> list[str]:
-    return [p.name for p in report.packages if p.version is not None]
-
-
 def _package(report: Report, name: str) -> Package | None:
     return next((p for p in report.packages if p.name == name), None)
 
@@ -543,7 +538,8 @@ def problems(report: Report) -> list[Problem]:
                              f"(it has: {', '.join(report.cpu.quantized_engines) or 'none'})",
                              "install the PyTorch wheel pinned in requirements.txt", ("07",)))
     cpu = report.cpu
-    if cpu.bf16_flags and not cpu.onednn_bf16 and cpu.tf_onednn and any(p == "tensorflow" for p in _installed(report)):
+    tensorflow = _package(report, "tensorflow")
+    if cpu.bf16_flags and not cpu.onednn_bf16 and cpu.tf_onednn and tensorflow is not None and tensorflow.version:
         found.append(Problem(
             f"oneDNN is capped below this CPU's native bf16 (ONEDNN_MAX_CPU_ISA={cpu.onednn_cap}), but TensorFlow "
             "ignores the cap: its bf16 matrix products would pick the native kernels and crash the process",

@@ -44,6 +44,10 @@ AVX2_ONLY_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0", "FB
                  "ATEN_CPU_CAPABILITY": "avx2"}
 
 
+def _cores(n: int, kind: str) -> str:
+    return f"{n} {kind} core{'s' if n != 1 else ''}"
+
+
 def cpu_flags() -> set[str] | None:
     """The processor's feature flags (Linux ``/proc/cpuinfo``; Apple ``sysctl``), or ``None`` if unreadable."""
     try:
@@ -159,8 +163,7 @@ class Hardware:
         if n < 1:
             raise ValueError(f"n must be a positive number of cores, got {n}.")
         wanted = f"there are at least {n} usable cores" if n > 1 else "there is a usable core"
-        return Condition(self.usable_cores >= n, wanted,
-                         f"{self.usable_cores} usable core{'s' if self.usable_cores > 1 else ''}")
+        return Condition(self.usable_cores >= n, wanted, _cores(self.usable_cores, "usable"))
 
     # ---- the facts in words ------------------------------------------------------------------------------
     @property
@@ -192,7 +195,7 @@ class Hardware:
     def summary(self) -> str:
         """One line with the facts that decide the lessons' hardware-dependent results."""
         return " · ".join([f"CPU {self.isa}", self.bf16_text, self.int8_text,
-                           f"{self.usable_cores} usable core{'s' if self.usable_cores > 1 else ''}", self.gpu_text])
+                           _cores(self.usable_cores, "usable"), self.gpu_text])
 
 
 @cache
@@ -238,8 +241,8 @@ class CpuLoad:
         free = self.usable_cores - self.other_cores
         return Condition(free >= n - 0.5,
                          f"{n} core{'s were' if n > 1 else ' was'} free of other work during the measurement",
-                         f"{free:.1f} of {self.usable_cores} usable core{'s' if self.usable_cores > 1 else ''} free "
-                         f"({self.other_cores:.1f} used by other processes)")
+                         f"{free:.1f} of {_cores(self.usable_cores, 'usable')} free ({self.other_cores:.1f} used by "
+                         f"other processes)")
 
 
     @property
