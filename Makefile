@@ -22,7 +22,7 @@ endif
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
 
-.PHONY: lab test venv browser doctor execute full slides site screenshots clean-venv
+.PHONY: lab test venv venv-path browser doctor execute full slides site screenshots clean-venv
 
 $(VENV)/.installed:  # the path holds the hash of requirements.txt: no timestamp rule needed
 	rm -rf "$(VENV)"
@@ -32,6 +32,10 @@ $(VENV)/.installed:  # the path holds the hash of requirements.txt: no timestamp
 
 venv: $(VENV)/.installed
 	"$(BIN)/python" -m pip install --quiet --no-deps --editable .
+
+# Where the virtual environment is: `source $$(make -s venv-path)/bin/activate`.
+venv-path:
+	@echo "$(VENV)"
 
 # Jupyter refuses to run as root unless told; containers and some clusters log in as root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -60,12 +64,16 @@ doctor: venv
 # C++ log lines, for example); nbval's kernels do not (ipykernel skips it under pytest). Executed the same
 # way as nbval runs them, the committed outputs hold only what nbval can compare.
 KERNEL_AS_NBVAL := --ExecutePreprocessor.extra_arguments='["--IPKernelApp.capture_fd_output=False"]'
+# The notebook metadata policy (CONTRIBUTING.md): a notebook keeps its kernelspec, a cell its tags and
+# slide type; no execution timestamps, no Python version, nothing a re-run would change.
+CLEAN_METADATA := --ClearMetadataPreprocessor.enabled=True --ClearMetadataPreprocessor.preserve_nb_metadata_mask='["kernelspec"]' \
+  --ClearMetadataPreprocessor.preserve_cell_metadata_mask='["tags","slideshow"]'
 
 # Re-execute notebooks in place (quick profile) to refresh their committed outputs.
 execute: venv
 	for nb in $(NOTEBOOKS); do \
 	  start=$$(date +%s); \
-	  COURSE_PROFILE=quick "$(BIN)/jupyter" nbconvert --to notebook --execute --inplace $(KERNEL_AS_NBVAL) \
+	  COURSE_PROFILE=quick "$(BIN)/jupyter" nbconvert --to notebook --execute --inplace $(KERNEL_AS_NBVAL) $(CLEAN_METADATA) \
 	    --ExecutePreprocessor.timeout=900 "$$nb"; \
 	  echo "$$nb: $$(( $$(date +%s) - start )) s (quick)"; \
 	done
@@ -76,7 +84,7 @@ full: venv
 	mkdir -p build/full
 	for nb in $(NOTEBOOKS); do \
 	  start=$$(date +%s); \
-	  COURSE_PROFILE=full "$(BIN)/jupyter" nbconvert --to notebook --execute $(KERNEL_AS_NBVAL) \
+	  COURSE_PROFILE=full "$(BIN)/jupyter" nbconvert --to notebook --execute $(KERNEL_AS_NBVAL) $(CLEAN_METADATA) \
 	    --ExecutePreprocessor.timeout=7200 --output-dir build/full "$$nb"; \
 	  echo "$$(basename $$nb),$$(( $$(date +%s) - start ))" | tee -a build/full/wall_seconds.csv; \
 	done

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
-from course_utils import doctor
+DOCTOR = ("Print what this machine has (CPU, GPUs, versions, data, network, run profile) and what each lesson "
+          "will do on it; exit with 1 when a lesson cannot run.")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,22 +26,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course_utils",
                                      description="Command-line tools of the Accelerated Deep Learning course.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    doctor.add_arguments(commands.add_parser("doctor", help="check this machine and say what each lesson will do",
-                                             description=doctor.DESCRIPTION))
+    doctor = commands.add_parser("doctor", help="check this machine and say what each lesson will do",
+                                 description=DOCTOR)
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument("--offline", action="store_true", help="skip the network check")
+    doctor.add_argument("--timeout", type=_positive_seconds, default=3.0, metavar="SECONDS",
+                        help="time limit of the network check (default: 3)")
+    doctor.add_argument("--no-tensorflow", action="store_true",
+                        help="do not import TensorFlow (faster; its GPUs are then not listed)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command named in ``argv`` (default: ``sys.argv[1:]``) and return its exit status.
 
-    Without a command, or with a bad option, print the usage and exit with status 2.
+    Without a command, or with a bad option, print the usage and exit with status 2. ``doctor`` exits with 1
+    when a lesson cannot run on this machine, else 0.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error("no command given. Try `python -m course_utils doctor` (checks this machine for the course; "
                      "`--help` lists its options).")
-    return doctor.run(args)
+    from course_utils import doctor  # imports torch (and TensorFlow): only when a command runs
+
+    report = doctor.collect(network=not args.offline, tensorflow=not args.no_tensorflow, timeout=args.timeout)
+    print(json.dumps(doctor.to_json(report), indent=2) if args.json else doctor.format_report(report))
+    return doctor.exit_status(report)
 
 
 if __name__ == "__main__":

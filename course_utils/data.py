@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -168,13 +168,16 @@ def ensure_dataset(name: str, *, download: bool = True) -> Path:
     Raises:
         DataError: if files are missing and cannot be downloaded, or fail their checksum.
     """
-    info = dataset_info(name)
+    return _ensure(dataset_info(name), download)
+
+
+def _ensure(info: DatasetInfo, download: bool) -> Path:
     root = data_root()
     missing = [f for f in info.raw_md5 if not raw_path(root, info, f).is_file()]
     if missing and download:
         try:
-            _torchvision_dataset(info, root, train=True, download=True)
-            _torchvision_dataset(info, root, train=False, download=True)
+            for train in (True, False):  # torchvision's real download, into its own layout
+                getattr(torchvision.datasets, info.torchvision_class)(str(root), train=train, download=True)
         except Exception as exc:  # network errors come in many types; re-raise with the fix
             raise DataError(
                 f"{info.folder} is not in the data root {root} and could not be downloaded ({exc}). "
@@ -227,10 +230,14 @@ def load_numpy(name: str, split: Split = "train", *, subset: int | None = None,
         subset: keep this many examples, drawn without replacement by ``seed`` and
             kept in dataset order (``None``: all; lessons pass ``profile.train_samples``).
     """
+    return _load_numpy(dataset_info(name), split, subset, seed, download)
+
+
+def _load_numpy(info: DatasetInfo, split: Split, subset: int | None, seed: int,
+                download: bool) -> tuple[np.ndarray, np.ndarray]:
     if split not in _SPLIT_PREFIX:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}.")
-    info = dataset_info(name)
-    root = ensure_dataset(name, download=download)
+    root = _ensure(info, download)
     prefix = _SPLIT_PREFIX[split]
     images = read_idx(raw_path(root, info, f"{prefix}-images-idx3-ubyte"))
     labels = read_idx(raw_path(root, info, f"{prefix}-labels-idx1-ubyte")).astype(np.int64)
@@ -246,28 +253,12 @@ def load_tensors(name: str, split: Split = "train", *, subset: int | None = None
     With ``normalize`` the pixels are scaled to [0, 1] and standardised with the
     training set's mean and standard deviation; otherwise they are only scaled.
     """
-    images, labels = load_numpy(name, split, subset=subset, seed=seed, download=download)
+    info = dataset_info(name)
+    images, labels = _load_numpy(info, split, subset, seed, download)
     x = torch.from_numpy(images).float().div_(255.0).unsqueeze(1)
     if normalize:
-        info = dataset_info(name)
         x = (x - info.mean) / info.std
     return x.to(device), torch.from_numpy(labels).to(device)
-
-
-def _torchvision_dataset(info: DatasetInfo, root: Path, *, train: bool, download: bool,
-                         transform: Any = None) -> torchvision.datasets.VisionDataset:
-    cls = getattr(torchvision.datasets, info.torchvision_class)
-    return cls(str(root), train=train, download=download, transform=transform)
-
-
-def torchvision_dataset(name: str, split: Split = "train", *, transform: Any = None,
-                        download: bool = True) -> torchvision.datasets.VisionDataset:
-    """The real ``torchvision.datasets.MNIST`` / ``FashionMNIST`` over the data root."""
-    if split not in _SPLIT_PREFIX:
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}.")
-    info = dataset_info(name)
-    root = ensure_dataset(name, download=download)
-    return _torchvision_dataset(info, root, train=split == "train", download=False, transform=transform)
 
 
 def tf_dataset(name: str, split: Split = "train", *, batch_size: int = 128, subset: int | None = None,

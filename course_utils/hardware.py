@@ -29,7 +29,6 @@ import psutil
 import torch
 
 from course_utils.claims import Condition
-from course_utils.precision import cpu_has_fast_bf16
 
 # CPU flags of native bf16 arithmetic: x86 (Linux /proc/cpuinfo), Arm (Linux "Features"), Apple (sysctl).
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16", "FEAT_BF16")
@@ -42,6 +41,11 @@ ENGINE_ENV = "COURSE_QUANTIZED_ENGINE"  # ... unless this names another (qnnpack
 # kernels would still be chosen, and crash), so its oneDNN operations are switched off.
 AVX2_ONLY_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
                  "ATEN_CPU_CAPABILITY": "avx2"}
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True when oneDNN reports native bf16 kernels for this CPU (AVX-512 BF16/AMX class, or Arm BF16)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def _cores(n: int, kind: str) -> str:

@@ -7,7 +7,6 @@ student would on a cluster (``torchrun``, several TensorFlow workers). Everythin
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -159,26 +158,3 @@ def torchrun_command(script: Path | str, *script_args: str, nproc_per_node: int 
     return [*cmd, str(script), *map(str, script_args)]
 
 
-def cluster_spec(ports: Mapping[str, Sequence[int]]) -> dict[str, list[str]]:
-    """A TensorFlow cluster dictionary (job name to ``host:port`` addresses) for tasks on 127.0.0.1.
-
-    Args:
-        ports: job name (``"chief"``, ``"worker"``, ``"ps"``, ...) to the ports of its tasks,
-            e.g. ``{"worker": free_ports(2)}``.
-    """
-    if not ports or any(isinstance(p, (str, bytes)) or not p for p in ports.values()):
-        raise ValueError(f"give each job a non-empty list of ports, got {ports!r}.")
-    return {job: [f"{LOCALHOST}:{port}" for port in job_ports] for job, job_ports in ports.items()}
-
-
-def tf_config(cluster: Mapping[str, Sequence[int]], task_type: str, task_index: int) -> str:
-    """The ``TF_CONFIG`` JSON for one task of a TensorFlow cluster whose tasks listen on 127.0.0.1.
-
-    Args:
-        cluster: job name to the ports of its tasks, as for :func:`cluster_spec`.
-    """
-    if task_type not in cluster:
-        raise ValueError(f"task_type {task_type!r} is not a job of the cluster {sorted(cluster)}.")
-    if not 0 <= task_index < len(cluster[task_type]):
-        raise ValueError(f"task_index {task_index} is out of range for {len(cluster[task_type])} {task_type} task(s).")
-    return json.dumps({"cluster": cluster_spec(cluster), "task": {"type": task_type, "index": task_index}})

@@ -53,6 +53,14 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+def format_bytes(n: float) -> str:
+    """Format a byte count with a binary unit (B, KiB, MiB, GiB), 3 significant digits."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
 def synchronize(device: torch.device | str | None) -> None:
     """Wait for queued CUDA work on ``device`` (a no-op for the CPU and for ``None``)."""
     if device is not None and torch.device(device).type == "cuda":
@@ -159,12 +167,3 @@ def parallel_efficiency(measured_speedup: float, workers: int) -> float:
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}.")
     return measured_speedup / workers
-
-
-def amdahl_speedup(parallel_fraction: float, workers: int) -> float:
-    """Amdahl's law: the best speedup when a fraction ``p`` of the work parallelises."""
-    if not 0.0 <= parallel_fraction <= 1.0:
-        raise ValueError(f"parallel_fraction must be in [0, 1], got {parallel_fraction}.")
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}.")
-    return 1.0 / ((1.0 - parallel_fraction) + parallel_fraction / workers)

@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+TEMPLATE = REPO / "docs" / "00_template.ipynb"  # the notebook a new lesson starts from (CONTRIBUTING.md)
 
 
 def load_notebook(path: Path) -> dict:

@@ -1,7 +1,7 @@
 import pytest
 
 from course_utils.checks import NO_ANSWER, check_numbers
-from course_utils.exercises import lesson01
+from course_utils.lessons import lesson01
 
 
 def test_no_answer_asks_for_one():

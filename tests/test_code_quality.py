@@ -1,4 +1,4 @@
-"""course_utils is typed and linted: the same checks a maintainer runs before a release."""
+"""The code is typed and linted: the checks of .pre-commit-config.yaml, which a maintainer runs before a commit."""
 
 import subprocess
 import sys
@@ -11,8 +11,8 @@ def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", tool, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
-def test_ruff_lints_the_package_the_tests_and_the_site_hooks():
-    out = run("ruff", "check", "--no-cache", "course_utils", "tests", "docs")
+def test_ruff_lints_the_package_the_tests_the_site_hooks_and_the_notebooks():
+    out = run("ruff", "check", "--no-cache", "course_utils", "tests", "docs", "notebooks")
     assert out.returncode == 0, out.stdout + out.stderr
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torchvision
 
 import course_utils.data as data
 from conftest import REPO, write_idx
@@ -93,7 +94,7 @@ def test_real_datasets_match_their_checksums_and_statistics(real_data_root, monk
 
 def test_real_torchvision_dataset(real_data_root, monkeypatch):
     monkeypatch.setenv("COURSE_DATA_DIR", str(real_data_root))
-    ds = data.torchvision_dataset("fashion_mnist", "test")
+    ds = torchvision.datasets.FashionMNIST(str(data.ensure_dataset("fashion_mnist")), train=False)
     assert len(ds) == 10_000 and ds.classes[9] == "Ankle boot"
     image, label = ds[0]
     raw_images, raw_labels = data.load_numpy("fashion_mnist", "test", subset=None)

@@ -7,14 +7,13 @@ import psutil
 import pytest
 
 from course_utils.launch import (
-    cluster_spec,
     free_port,
     free_ports,
     run_processes,
     scratch_dir,
-    tf_config,
     torchrun_command,
 )
+from course_utils.lessons.lesson06 import cluster_spec, tf_config
 
 
 def test_free_ports_are_distinct_and_bindable():

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from course_utils.checks import NO_ANSWER
-from course_utils.exercises import lesson02
-from course_utils.optimizers import (
+from course_utils.lessons import lesson02
+from course_utils.lessons.lesson02 import (
     TrainResult,
     check_problem,
     compare_with_torch,

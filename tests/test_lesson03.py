@@ -1,202 +1,187 @@
-"""Lesson 03: the worker module (workloads, process handling, datasets, disk helpers) and the exercise checks."""
+"""Lesson 03: the modules that the notebook writes with %%writefile for its child processes, and the exercise checks."""
 
 from __future__ import annotations
 
+import importlib
 import math
 import multiprocessing as mp
-import os
+import re
+import sys
 import time
+import types
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as tmp
+from PIL import Image
 from torch.utils import data
 
-from course_utils import workers
-from course_utils.exercises import lesson03
+from conftest import REPO, load_notebook, source
+from course_utils.lessons import lesson03
+
+NOTEBOOK = REPO / "notebooks" / "03_multiprocessing.ipynb"
+WRITEFILE = re.compile(r"%%writefile scratch/03/(\w+)\.py\n")
+MODULES = {"workloads", "light_tasks", "torch_tasks", "add_one", "producer", "png_dataset", "loader_hooks",
+           "remote_dataset"}
+
+
+def written_modules() -> dict[str, str]:
+    """{module name: source} of every `%%writefile scratch/03/<name>.py` cell of the notebook."""
+    modules = {}
+    for cell in load_notebook(NOTEBOOK)["cells"]:
+        if cell["cell_type"] == "code" and (match := WRITEFILE.match(source(cell))):
+            modules[match[1]] = source(cell)[match.end():]
+    return modules
+
+
+@pytest.fixture(scope="module")
+def lesson(tmp_path_factory: pytest.TempPathFactory) -> Iterator[types.SimpleNamespace]:
+    """The notebook's modules, written into a folder on sys.path (children inherit it) and imported by name."""
+    folder = tmp_path_factory.mktemp("scratch03")
+    modules = written_modules()
+    for name, text in modules.items():
+        (folder / f"{name}.py").write_text(text)
+    sys.path.insert(0, str(folder))
+    try:
+        yield types.SimpleNamespace(**{name: importlib.import_module(name) for name in modules})
+    finally:
+        sys.path.remove(str(folder))
+        for name in modules:
+            sys.modules.pop(name, None)
+
+
+def test_the_notebook_writes_the_modules_its_children_import():
+    assert set(written_modules()) == MODULES
+    text = NOTEBOOK.read_text()
+    assert "course_utils.workers" not in text and "from course_utils import workers" not in text
+
 
 # ----------------------------------------------------------------------------- workloads
 
 
-def test_cpu_bound_matches_a_vectorised_sum():
-    n = 1000
-    assert workers.cpu_bound(n) == int((np.arange(n) ** 2 % 7).sum())
-    assert workers.cpu_bound(0) == 0
+def test_cpu_bound_sums_squares_mod_7(lesson):
+    assert lesson.workloads.cpu_bound(0) == 0
+    assert lesson.workloads.cpu_bound(7) == 14  # 0 + 1 + 4 + 2 + 2 + 4 + 1
+    assert lesson.workloads.cpu_bound(1000) == 2001  # 142 full cycles of 7 (14 each) + 0 + 1 + 4 + 2 + 2 + 4
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, True, "10"])
-def test_cpu_bound_rejects_bad_n(bad):
-    with pytest.raises(ValueError):
-        workers.cpu_bound(bad)
-
-
-def test_cpu_bound_timed_reports_thread_cpu_seconds():
-    value, seconds = workers.cpu_bound_timed(50_000)
-    assert value == workers.cpu_bound(50_000)
+def test_cpu_bound_timed_reports_thread_cpu_seconds(lesson):
+    value, seconds = lesson.workloads.cpu_bound_timed(50_000)
+    assert value == 100_001  # 7142 cycles of 14, then 13
     assert seconds > 0
 
 
-def test_io_bound_waits():
+def test_io_bound_waits(lesson):
     start = time.perf_counter()
-    assert workers.io_bound(0.02) == 0.02
+    assert lesson.workloads.io_bound(0.02) == 0.02
     assert time.perf_counter() - start >= 0.019
-    with pytest.raises(ValueError):
-        workers.io_bound(-1)
 
 
 # ----------------------------------------------------------------------------- processes
 
 
-def test_started_joins_and_reports_exit_codes():
-    ctx = mp.get_context("fork")
-    with workers.started(ctx.Process(target=workers.noop)) as (p,):
-        assert p.pid is not None
-    assert p.exitcode == 0
-    with pytest.raises(RuntimeError, match="exit"), workers.started(ctx.Process(target=os._exit, args=(3,))):
-        pass
-
-
-def test_started_kills_a_process_that_outlives_the_timeout():
-    ctx = mp.get_context("fork")
-    with pytest.raises(RuntimeError), workers.started(ctx.Process(target=time.sleep, args=(60,)), timeout=0.2) as (p,):
-        pass
-    assert not p.is_alive()
-
-
-def test_started_validates_arguments():
-    with pytest.raises(ValueError), workers.started():
-        pass
-    with pytest.raises(ValueError), workers.started(mp.get_context("fork").Process(target=workers.noop), timeout=0):
-        pass
-
-
-def test_add_one_worker_writes_through_shared_memory():
-    ctx = tmp.get_context("fork")
+def test_add_one_worker_is_found_by_name_in_a_spawned_child(lesson):
+    ctx = tmp.get_context("spawn")  # the child imports add_one by name, as in the notebook's forkserver
     inbox, outbox = ctx.Queue(), ctx.Queue()
     t = torch.zeros(3)
-    with workers.started(ctx.Process(target=workers.add_one_worker, args=(inbox, outbox)), timeout=30) as (p,):
+    child = ctx.Process(target=lesson.add_one.add_one_worker, args=(inbox, outbox))
+    child.start()
+    try:
         inbox.put(t)
-        shared, pid = outbox.get(timeout=30)
+        shared, pid = outbox.get(timeout=120)
         inbox.put(None)
-    assert shared and pid == p.pid and t.is_shared()
-    assert torch.equal(t, torch.ones(3))
+    finally:
+        child.join(120)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0 and shared and pid == child.pid and t.is_shared()
+    assert t.tolist() == [1.0, 1.0, 1.0]
 
 
 @pytest.mark.parametrize("reuse", [False, True])
-def test_producer_delivers_every_batch(reuse):
+def test_producer_delivers_every_batch(lesson, reuse):
     ctx = tmp.get_context("fork")
     free, full, done = ctx.Queue(), ctx.Queue(), ctx.Event()
     shape = (4, 5)
     buffers = [torch.empty(shape).share_memory_() for _ in range(2)] if reuse else None
+    child = ctx.Process(target=lesson.producer.producer, args=(free, full, done, 5, shape, buffers))
+    child.start()
     got = []
-    with workers.started(ctx.Process(target=workers.producer, args=(free, full, done, 5, shape, buffers)), timeout=30):
+    try:
         for index in range(2 if reuse else 0):
             free.put(index)
         while (item := full.get(timeout=30)) is not None:
             batch = buffers[item] if reuse else item
-            assert batch.shape == shape
+            assert tuple(batch.shape) == shape
             got.append(batch[0, 0].item())
             if reuse:
                 free.put(item)
         done.set()
+    finally:
+        child.join(30)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
     assert got == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_light_and_torch_noops_return_none(lesson):
+    assert lesson.light_tasks.noop() is None and lesson.torch_tasks.noop() is None
+    assert lesson.light_tasks.square(7) == 49
 
 
 # ----------------------------------------------------------------------------- datasets
 
 
-@pytest.fixture
-def png_root(tmp_path):
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, (12, 28, 28), dtype=np.uint8)
-    labels = np.arange(12) % 3
-    paths = workers.write_png_images(images, labels, tmp_path / "png")
-    return tmp_path / "png", images, labels, paths
+def test_png_dataset_reads_labels_from_folders_and_decodes_pixels(lesson, tmp_path):
+    images = np.arange(6 * 4 * 4, dtype=np.uint8).reshape(6, 4, 4)
+    for i, label in enumerate([2, 0, 1, 2, 0, 1]):
+        (tmp_path / str(label)).mkdir(exist_ok=True)
+        Image.fromarray(images[i]).save(tmp_path / str(label) / f"{i:05d}.png")
+    ds = lesson.png_dataset.PngDataset(tmp_path, transform=lambda im: torch.from_numpy(np.array(im)))
+    assert len(ds) == 6 and ds.targets == [2, 0, 1, 2, 0, 1]
+    x, y = ds[1]
+    assert y == 0 and x[0].tolist() == [16, 17, 18, 19] and x[3].tolist() == [28, 29, 30, 31]
+    image, y = lesson.png_dataset.PngDataset(tmp_path)[5]  # no transform: the PIL image
+    assert y == 1 and image.size == (4, 4) and np.asarray(image)[0, 0] == 80
 
 
-def test_png_files_round_trip(png_root):
-    root, images, labels, paths = png_root
-    assert [p.parent.name for p in paths] == [str(c) for c in labels]
-    ds = workers.PngDataset(root, transform=lambda im: torch.from_numpy(np.array(im)))
-    assert len(ds) == 12 and ds.targets == labels.tolist()
-    for i in (0, 5, 11):
-        x, y = ds[i]
-        assert y == labels[i] and torch.equal(x, torch.from_numpy(images[i]))
-
-
-def test_png_dataset_without_transform_returns_pil_images(png_root):
-    root, images, _, _ = png_root
-    image, _ = workers.PngDataset(root)[3]
-    assert np.array_equal(np.asarray(image), images[3])
-
-
-def test_png_helpers_validate(tmp_path):
-    with pytest.raises(ValueError):
-        workers.write_png_images(np.zeros((2, 4, 4), dtype=np.float32), np.zeros(2), tmp_path)
-    with pytest.raises(ValueError):
-        workers.write_png_images(np.zeros((2, 4, 4), dtype=np.uint8), np.zeros(3), tmp_path)
-    with pytest.raises(ValueError, match="no PNG"):
-        workers.PngDataset(tmp_path)
-
-
-def test_remote_dataset_waits_then_returns_the_base_item():
-    base = list(range(5))
-    remote = workers.RemoteDataset(base, 0.01)  # type: ignore[arg-type]
+def test_remote_dataset_waits_then_returns_the_base_item(lesson):
+    remote = lesson.remote_dataset.RemoteDataset(list(range(5)), 0.01)
     start = time.perf_counter()
     assert remote[3] == 3 and len(remote) == 5
     assert time.perf_counter() - start >= 0.009
-    with pytest.raises(ValueError):
-        workers.RemoteDataset(base, -0.1)  # type: ignore[arg-type]
 
 
-def draws(worker_init_fn):
-    loader = data.DataLoader(workers.NoisyDataset(4), batch_size=None, num_workers=2,
-                             worker_init_fn=worker_init_fn, generator=torch.Generator().manual_seed(0))
-    return list(loader)
+def draws(lesson, worker_init_fn):
+    loader = data.DataLoader(lesson.loader_hooks.NoisyDataset(4), batch_size=None, num_workers=2,
+                             worker_init_fn=worker_init_fn, generator=torch.Generator().manual_seed(0),
+                             multiprocessing_context=mp.get_context("fork"))
+    return [(w, round(v, 4)) for w, v in loader]
 
 
-def test_seed_worker_makes_workers_draw_differently_and_reproducibly():
-    unseeded = draws(None)
-    assert [w for w, _ in unseeded] == [0, 1, 0, 1]
-    assert unseeded[0][1] == unseeded[1][1]  # both workers hold a copy of the same generator
-    seeded = draws(workers.seed_worker)
-    assert seeded[0][1] != seeded[1][1]
-    assert seeded == draws(workers.seed_worker)
+def test_seed_worker_makes_workers_draw_differently_and_reproducibly(lesson):
+    # Without reseeding both workers copy the dataset's generator, default_rng(0): 0.6370, then 0.2698.
+    assert draws(lesson, None) == [(0, 0.637), (1, 0.637), (0, 0.2698), (1, 0.2698)]
+    seeded = draws(lesson, lesson.loader_hooks.seed_worker)
+    assert [w for w, _ in seeded] == [0, 1, 0, 1]
+    assert seeded[0][1] != seeded[1][1] and seeded[2][1] != seeded[3][1]
+    assert seeded == draws(lesson, lesson.loader_hooks.seed_worker)
 
 
-def test_noisy_dataset_in_the_main_process():
-    ds = workers.NoisyDataset(3, seed=1)
-    worker, value = ds[0]
-    assert worker == -1 and 0 <= value < 1 and len(ds) == 3
-    with pytest.raises(ValueError):
-        workers.NoisyDataset(0)
+def test_noisy_dataset_in_the_main_process(lesson):
+    ds = lesson.loader_hooks.NoisyDataset(3)
+    assert len(ds) == 3
+    assert ds[0] == (-1, pytest.approx(0.6369617))  # the first draw of default_rng(0)
 
 
-def test_dict_collate():
-    batch = workers.dict_collate([(torch.zeros(1, 2, 2), 3), (torch.ones(1, 2, 2), 4)])
-    assert batch["image"].shape == (2, 1, 2, 2) and batch["label"].tolist() == [3, 4]
-    with pytest.raises(ValueError):
-        workers.dict_collate([])
-
-
-# ----------------------------------------------------------------------------- disk
-
-
-def test_page_cache_helpers(tmp_path):
-    path = tmp_path / "f.bin"
-    path.write_bytes(os.urandom(64 * 4096))
-    path.read_bytes()
-    before = workers.resident_fraction(path)
-    if before is None:
-        pytest.skip("mincore is not available on this system")
-    assert 0.0 <= before <= 1.0
-    if workers.drop_page_cache(path):
-        after = workers.resident_fraction(path)
-        assert after is not None and 0.0 <= after <= before
-    empty = tmp_path / "empty"
-    empty.touch()
-    assert workers.resident_fraction(empty) is None
+def test_dict_collate(lesson):
+    batch = lesson.loader_hooks.dict_collate([(torch.zeros(1, 2, 2), 3), (torch.ones(1, 2, 2), 4)])
+    assert set(batch) == {"image", "label"}
+    assert tuple(batch["image"].shape) == (2, 1, 2, 2) and batch["label"].tolist() == [3, 4]
+    assert batch["image"][1].sum().item() == 4.0
 
 
 # ----------------------------------------------------------------------------- exercises

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 import course_utils  # noqa: F401  (first: fixes the torch/TensorFlow import order)
-from course_utils import tensorboard as cutb
+import tensorboard_server
 from course_utils.checks import NO_ANSWER
-from course_utils.exercises import lesson04
+from course_utils.lessons import lesson04
 
 matplotlib.use("Agg")
 
@@ -75,14 +75,14 @@ def torch_logs(tmp_path_factory):
 
 
 def test_run_dirs_names_runs_like_tensorboard(torch_logs, tmp_path):
-    assert list(cutb.run_dirs(torch_logs)) == ["lr=0.001_shuffle=False", "lr=0.01_shuffle=True"]
-    assert cutb.run_dirs(tmp_path) == {}
+    assert list(lesson04.run_dirs(torch_logs)) == ["lr=0.001_shuffle=False", "lr=0.01_shuffle=True"]
+    assert lesson04.run_dirs(tmp_path) == {}
     with pytest.raises(FileNotFoundError, match="not a folder"):
-        cutb.run_dirs(tmp_path / "missing")
+        lesson04.run_dirs(tmp_path / "missing")
 
 
 def test_read_scalars_from_pytorch(torch_logs):
-    scalars = cutb.read_scalars(torch_logs)
+    scalars = lesson04.read_scalars(torch_logs)
     assert list(scalars.columns) == ["run", "tag", "step", "value", "wall_time"]
     loss = scalars[(scalars.run == "lr=0.01_shuffle=True") & (scalars.tag == "Loss")]
     assert loss.step.tolist() == [0, 1, 2] and np.allclose(loss.value, [1, 1 / 2, 1 / 3])
@@ -90,7 +90,7 @@ def test_read_scalars_from_pytorch(torch_logs):
 
 
 def test_read_hparams_from_pytorch(torch_logs):
-    table = cutb.read_hparams(torch_logs)
+    table = lesson04.read_hparams(torch_logs)
     assert list(table.index) == ["lr=0.001_shuffle=False", "lr=0.01_shuffle=True"]
     row = table.loc["lr=0.01_shuffle=True"]
     assert math.isclose(row["lr"], 0.01) and row["shuffle"] == 1.0 and row["optimizer"] == "adam"
@@ -98,8 +98,8 @@ def test_read_hparams_from_pytorch(torch_logs):
 
 
 def test_empty_logdir_gives_empty_tables(tmp_path):
-    assert cutb.read_scalars(tmp_path).empty and list(cutb.read_scalars(tmp_path).columns)[0] == "run"
-    assert cutb.read_hparams(tmp_path).empty
+    assert lesson04.read_scalars(tmp_path).empty and list(lesson04.read_scalars(tmp_path).columns)[0] == "run"
+    assert lesson04.read_hparams(tmp_path).empty
 
 
 def test_read_tf2_scalars_and_hparams_api(tmp_path):
@@ -117,11 +117,11 @@ def test_read_tf2_scalars_and_hparams_api(tmp_path):
         with tf.summary.create_file_writer(str(tmp_path / f"lr={lr}" / "validation")).as_default():
             tf.summary.scalar("epoch_accuracy", lr, step=0)
             tf.summary.scalar("epoch_accuracy", 2 * lr, step=1)
-    table = cutb.read_hparams(tmp_path)
+    table = lesson04.read_hparams(tmp_path)
     assert list(table.columns) == ["lr", "validation/epoch_accuracy", "test_accuracy"]
     assert np.allclose(table.loc["lr=0.01", ["lr", "validation/epoch_accuracy", "test_accuracy"]].astype(float),
                        [0.01, 0.02, 0.1])
-    scalars = cutb.read_scalars(tmp_path)
+    scalars = lesson04.read_scalars(tmp_path)
     assert len(scalars[scalars.tag == "epoch_accuracy"]) == 4
 
 
@@ -129,33 +129,33 @@ def test_read_tf2_scalars_and_hparams_api(tmp_path):
 
 def test_parallel_coordinates_draws_one_line_per_run():
     table = pd.DataFrame({"lr": [0.01, 0.001, 0.01], "batch": [10, 100, 1000], "acc": [0.8, 0.7, 0.6]})
-    ax = cutb.plot_parallel_coordinates(table, ["lr", "batch", "acc"], color_by="acc", log_columns=["lr", "batch"])
+    ax = lesson04.plot_parallel_coordinates(table, ["lr", "batch", "acc"], color_by="acc", log_columns=["lr", "batch"])
     assert len(ax.lines) == 3 and [t.get_text() for t in ax.get_xticklabels()] == ["lr\n(log)", "batch\n(log)", "acc"]
     assert np.allclose(ax.lines[0].get_ydata(), [1, 0, 1])  # scaled between each column's min and max
     with pytest.raises(KeyError, match="not in the table"):
-        cutb.plot_parallel_coordinates(table, ["lr", "missing"], color_by="acc")
+        lesson04.plot_parallel_coordinates(table, ["lr", "missing"], color_by="acc")
     with pytest.raises(ValueError, match="at least two columns"):
-        cutb.plot_parallel_coordinates(table, ["lr"], color_by="acc")
+        lesson04.plot_parallel_coordinates(table, ["lr"], color_by="acc")
     matplotlib.pyplot.close("all")
 
 
 def test_live_view_allowed(clean_env):
     clean_env.setenv("COURSE_TENSORBOARD", "1")
-    assert cutb.live_view_allowed() == (True, "$COURSE_TENSORBOARD=1")
+    assert lesson04.live_view_allowed() == (True, "$COURSE_TENSORBOARD=1")
     clean_env.setenv("COURSE_TENSORBOARD", "0")
-    assert cutb.live_view_allowed()[0] is False
+    assert lesson04.live_view_allowed()[0] is False
     clean_env.delenv("COURSE_TENSORBOARD")
     clean_env.setenv("CI", "true")
-    assert cutb.live_view_allowed() == (False, "running under CI ($CI is set)")
+    assert lesson04.live_view_allowed() == (False, "running under CI ($CI is set)")
     clean_env.delenv("CI")
-    allowed, reason = cutb.live_view_allowed()  # this test runs under pytest: an automated driver
+    allowed, reason = lesson04.live_view_allowed()  # this test runs under pytest: an automated driver
     assert not allowed and "pytest" in reason
 
 
 def test_server_arguments_are_validated(tmp_path):
     with pytest.raises(FileNotFoundError):
-        cutb.start_tensorboard(tmp_path / "missing")
+        tensorboard_server.start_tensorboard(tmp_path / "missing")
     with pytest.raises(ValueError, match="timeout"):
-        cutb.start_tensorboard(tmp_path, timeout=0)
-    command = cutb.tensorboard_command(tmp_path, 6123)
+        tensorboard_server.start_tensorboard(tmp_path, timeout=0)
+    command = tensorboard_server.tensorboard_command(tmp_path, 6123)
     assert command[1:3] == ["-m", "tensorboard.main"] and command[-4:] == ["--host", "127.0.0.1", "--port", "6123"]

@@ -8,7 +8,7 @@ import shlex
 import pytest
 
 from conftest import REPO
-from course_utils.exercises import lesson05
+from course_utils.lessons import lesson05
 
 NOTEBOOK = REPO / "notebooks" / "05_distributed_pytorch.ipynb"
 SBATCH = REPO / "notebooks" / "05_slurm_ddp.sbatch"

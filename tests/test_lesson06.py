@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from course_utils import tf_cluster
-from course_utils.exercises import lesson06
+from course_utils.lessons import lesson06
 
 
 def test_global_batch_check():
@@ -37,37 +36,37 @@ def test_sync_vs_async_check():
 
 
 def test_worker_threads_rule():
-    assert tf_cluster.worker_inter_op_threads(2, cpu_count=2) == 3
-    assert tf_cluster.worker_inter_op_threads(2, cpu_count=16) == 16
-    assert tf_cluster.worker_inter_op_threads(4, cpu_count=1) == 5
+    assert lesson06.worker_inter_op_threads(2, cpu_count=2) == 3
+    assert lesson06.worker_inter_op_threads(2, cpu_count=16) == 16
+    assert lesson06.worker_inter_op_threads(4, cpu_count=1) == 5
     for bad in (0, -1, True, 2.0):
         with pytest.raises(ValueError):
-            tf_cluster.worker_inter_op_threads(bad)
+            lesson06.worker_inter_op_threads(bad)
     with pytest.raises(ValueError):
-        tf_cluster.worker_inter_op_threads(2, cpu_count=0)
+        lesson06.worker_inter_op_threads(2, cpu_count=0)
 
 
 def test_cluster_validation():
     with pytest.raises(ValueError, match="never returns"):
-        tf_cluster.start_in_process_cluster(num_workers=2, worker_threads=2)
+        lesson06.start_in_process_cluster(num_workers=2, worker_threads=2)
     with pytest.raises(ValueError):
-        tf_cluster.start_in_process_cluster(num_ps=0)
+        lesson06.start_in_process_cluster(num_ps=0)
 
 
 def test_find_tpu_reads_environment_and_devices(tmp_path):
     nothing = str(tmp_path / "accel*")
-    assert tf_cluster.find_tpu({}, device_glob=nothing) is None
-    assert tf_cluster.find_tpu({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, device_glob=nothing) == "grpc://10.0.0.2:8470"
-    assert tf_cluster.find_tpu({"TPU_NAME": "my-tpu"}, device_glob=nothing) == "my-tpu"
+    assert lesson06.find_tpu({}, device_glob=nothing) is None
+    assert lesson06.find_tpu({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, device_glob=nothing) == "grpc://10.0.0.2:8470"
+    assert lesson06.find_tpu({"TPU_NAME": "my-tpu"}, device_glob=nothing) == "my-tpu"
     (tmp_path / "accel0").touch()
-    assert tf_cluster.find_tpu({}, device_glob=nothing) == "local"
+    assert lesson06.find_tpu({}, device_glob=nothing) == "local"
 
 
 PS_SCRIPT = """
 import course_utils
-from course_utils import tf_cluster
 import tensorflow as tf
-cluster = tf_cluster.start_in_process_cluster(num_workers=2, num_ps=1)
+from course_utils.lessons import lesson06
+cluster = lesson06.start_in_process_cluster(num_workers=2, num_ps=1)
 strategy = tf.distribute.ParameterServerStrategy(cluster.resolver)
 coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 with strategy.scope():

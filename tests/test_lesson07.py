@@ -7,8 +7,9 @@ import torch
 from torch import nn
 
 from course_utils.checks import NO_ANSWER
-from course_utils.exercises import lesson07
-from course_utils.models import changed_module_types, layer_costs, serialized_size, type_name
+from course_utils.lessons import lesson07
+from course_utils.lessons.lesson07 import changed_module_types, type_name
+from course_utils.models import layer_costs, serialized_size
 
 # --- exercise checks ---------------------------------------------------------------------------
 

@@ -7,9 +7,8 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from course_utils import sparsity
 from course_utils.checks import NO_ANSWER
-from course_utils.exercises import lesson08
+from course_utils.lessons import lesson08
 
 
 @pytest.mark.parametrize("check", [lesson08.check_iterative_sparsity, lesson08.check_csr_break_even,
@@ -45,44 +44,44 @@ def small_net() -> nn.Module:
 def test_count_zeros_and_layer_sparsity_see_the_mask():
     net = small_net()
     prune.l1_unstructured(net[2], "weight", amount=10)
-    assert sparsity.count_zeros(torch.tensor([0.0, 1.0, -0.0, 2.0])) == 2
-    assert sparsity.layer_sparsity(net) == {"0": (0, 18), "2": (10, 96)}
-    assert sparsity.global_sparsity(net) == pytest.approx(10 / 114)
-    table = sparsity.sparsity_table(net)
+    assert lesson08.count_zeros(torch.tensor([0.0, 1.0, -0.0, 2.0])) == 2
+    assert lesson08.layer_sparsity(net) == {"0": (0, 18), "2": (10, 96)}
+    assert lesson08.global_sparsity(net) == pytest.approx(10 / 114)
+    table = lesson08.sparsity_table(net)
     assert table.splitlines()[-1].split() == ["total", "10", "114", "8.77%"]
 
 
 def test_sparsity_rejects_bad_input():
     with pytest.raises(TypeError):
-        sparsity.count_zeros([0, 1])
+        lesson08.count_zeros([0, 1])
     with pytest.raises(ValueError, match="dense"):
-        sparsity.count_zeros(torch.eye(2).to_sparse())
+        lesson08.count_zeros(torch.eye(2).to_sparse())
     with pytest.raises(ValueError, match="no Conv2d or Linear"):
-        sparsity.layer_sparsity(nn.ReLU())
+        lesson08.layer_sparsity(nn.ReLU())
     with pytest.raises(TypeError):
-        sparsity.layer_sparsity("model")
+        lesson08.layer_sparsity("model")
 
 
 def test_tensor_bytes_of_each_layout():
     w = torch.zeros(4, 5)
     w[0, 1], w[2, 3], w[3, 0] = 1.0, 2.0, 3.0
-    assert sparsity.tensor_bytes(w) == 4 * 20
-    assert sparsity.tensor_bytes(w.to_sparse()) == 3 * (2 * 8 + 4)
+    assert lesson08.tensor_bytes(w) == 4 * 20
+    assert lesson08.tensor_bytes(w.to_sparse()) == 3 * (2 * 8 + 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "CSR support is in beta"
-        assert sparsity.tensor_bytes(w.to_sparse_csr()) == 5 * 8 + 3 * (8 + 4)
-    assert sparsity.tensor_bytes(w.half()) == 2 * 20
+        assert lesson08.tensor_bytes(w.to_sparse_csr()) == 5 * 8 + 3 * (8 + 4)
+    assert lesson08.tensor_bytes(w.half()) == 2 * 20
     with pytest.raises(ValueError, match="supports"):
-        sparsity.tensor_bytes(w.to_sparse_csc())
+        lesson08.tensor_bytes(w.to_sparse_csc())
     with pytest.raises(TypeError):
-        sparsity.tensor_bytes(3)
+        lesson08.tensor_bytes(3)
 
 
 def test_state_dict_grows_with_masks():
     net = small_net()
-    before = sparsity.state_dict_bytes(net.state_dict())
+    before = lesson08.state_dict_bytes(net.state_dict())
     assert before == 4 * (18 + 2 + 96 + 3)
     prune.random_unstructured(net[2], "weight", amount=0.5)
-    assert sparsity.state_dict_bytes(net.state_dict()) == before + 4 * 96
+    assert lesson08.state_dict_bytes(net.state_dict()) == before + 4 * 96
     prune.remove(net[2], "weight")
-    assert sparsity.state_dict_bytes(net.state_dict()) == before
+    assert lesson08.state_dict_bytes(net.state_dict()) == before

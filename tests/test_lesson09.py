@@ -6,26 +6,25 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils import precision
 from course_utils.checks import NO_ANSWER
-from course_utils.exercises import lesson09
-from course_utils.precision import fast_low_precision_dtype, format_bytes, peak_memory_bytes
+from course_utils.lessons import lesson09
+from course_utils.lessons.lesson09 import fast_low_precision_dtype, peak_memory_bytes
 
 
 def test_cpu_without_native_bf16_gets_no_dtype(monkeypatch):
-    monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr(lesson09, "cpu_has_fast_bf16", lambda: False)
     dtype, reason = fast_low_precision_dtype("cpu")
     assert dtype is None and "no native bf16" in reason
 
 
 def test_cpu_with_native_bf16_gets_bfloat16(monkeypatch):
-    monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr(lesson09, "cpu_has_fast_bf16", lambda: True)
     assert fast_low_precision_dtype(torch.device("cpu")).dtype is torch.bfloat16
 
 
 @pytest.mark.parametrize(("capability", "dtype"), [((9, 0), torch.float16), ((7, 0), torch.float16), ((6, 1), None)])
 def test_cuda_needs_tensor_cores(monkeypatch, capability, dtype):
-    monkeypatch.setattr(precision, "_cuda_capability", lambda device: capability)
+    monkeypatch.setattr(lesson09, "_cuda_capability", lambda device: capability)
     choice = fast_low_precision_dtype("cuda")
     assert choice.dtype is dtype and f"{capability[0]}.{capability[1]}" in choice.reason
 
@@ -79,30 +78,28 @@ def test_peak_validates_fn():
         peak_memory_bytes(42)
 
 
-def test_format_bytes():
-    assert format_bytes(512) == "512 B"
-    assert format_bytes(3 * 2**20) == "3 MiB"
-    assert format_bytes(1.5 * 2**30) == "1.5 GiB"
-
-
 def test_loss_scale_check():
-    expected = lesson09.smallest_fp16_loss_scale()
-    assert torch.tensor(lesson09.TINY_GRADIENT * expected, dtype=torch.float16).item() != 0
-    assert torch.tensor(lesson09.TINY_GRADIENT * expected / 2, dtype=torch.float16).item() == 0
-    assert lesson09.check_loss_scale(None) is NO_ANSWER
-    assert lesson09.check_loss_scale(expected)
-    verdict = lesson09.check_loss_scale(expected / 2)
+    # fp16's smallest subnormal is 2^-24 ≈ 5.96e-8: 1e-9·32 = 3.2e-8 rounds up to it, 1e-9·16 = 1.6e-8 to zero.
+    assert lesson09.smallest_fp16_loss_scale(1e-9) == 32
+    assert lesson09.smallest_fp16_loss_scale(2**-24) == 1
+    assert lesson09.check_loss_scale(None, gradient=1e-9) is NO_ANSWER
+    assert lesson09.check_loss_scale(32, gradient=1e-9)
+    verdict = lesson09.check_loss_scale(16, gradient=1e-9)
     assert not verdict and "half of that" in repr(verdict)
     with pytest.raises(ValueError):
         lesson09.smallest_fp16_loss_scale(2.0)
 
 
+SCHEDULE = {"init_scale": 1024, "growth_interval": 2, "steps": 10}
+
+
 def test_scaler_schedule_check():
-    scale, skipped = lesson09.scaler_schedule()
-    assert skipped == len(lesson09.SCALER_INF_STEPS)
-    assert lesson09.scaler_schedule(inf_steps=()) == (lesson09.SCALER_INIT * 2 ** (lesson09.SCALER_STEPS // 2), 0)
-    assert lesson09.check_scaler_schedule(None) is NO_ANSWER
-    assert lesson09.check_scaler_schedule((scale, skipped))
-    verdict = lesson09.check_scaler_schedule((lesson09.SCALER_INIT, skipped))
+    # 0,1 finite: 2048; 2,3 inf: 1024, 512; 4,5: 1024; 6,7: 2048; 8,9: 4096. Only the two inf steps are skipped.
+    assert lesson09.scaler_schedule(**SCHEDULE, inf_steps=(2, 3)) == (4096, 2)
+    assert lesson09.scaler_schedule(**SCHEDULE, inf_steps=()) == (1024 * 2**5, 0)
+    assert lesson09.scaler_schedule(**SCHEDULE, inf_steps=(9,)) == (8192, 1)  # 4 doublings by step 7, halved at 9
+    assert lesson09.check_scaler_schedule(None, **SCHEDULE, inf_steps=(2, 3)) is NO_ANSWER
+    assert lesson09.check_scaler_schedule((4096, 2), **SCHEDULE, inf_steps=(2, 3))
+    verdict = lesson09.check_scaler_schedule((1024, 2), **SCHEDULE, inf_steps=(2, 3))
     assert not verdict and "halves the scale" in repr(verdict)
-    assert not lesson09.check_scaler_schedule((scale, 0))
+    assert not lesson09.check_scaler_schedule((4096, 0), **SCHEDULE, inf_steps=(2, 3))

@@ -8,13 +8,21 @@ import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
-from conftest import NOTEBOOKS, REPO, source
+from conftest import NOTEBOOKS, TEMPLATE, load_notebook, source
 from course_utils.colab import PIP_SPEC, colab_url
 
 IGNORE = "nbval-ignore-output"
+SETUP_LINES = 18  # at most, non-empty: the Colab guard, the first section's imports, cu.setup(...)
+
+
+@pytest.fixture(params=[*NOTEBOOKS, TEMPLATE], ids=[p.name for p in [*NOTEBOOKS, TEMPLATE]])
+def notebook(request: pytest.FixtureRequest) -> tuple[Path, dict]:
+    """Each lesson in turn, and the template that a new lesson starts from: its path and its JSON."""
+    return request.param, load_notebook(request.param)
 
 
 def code_cells(nb: dict) -> list[dict]:
@@ -46,6 +54,9 @@ def test_one_setup_cell_first(notebook):
     setup = cells[0]
     assert IGNORE in setup["metadata"].get("tags", []), "the setup cell prints the environment: ignore its output"
     assert f'"{PIP_SPEC}"' in source(setup), "the setup cell installs course_utils.colab.PIP_SPEC in Colab"
+    lines = [line for line in source(setup).splitlines() if line.strip()]
+    assert len(lines) <= SETUP_LINES, (f"the setup cell has {len(lines)} lines: keep the Colab guard, the imports the "
+                                       f"first section needs and cu.setup(...); import the rest where it is used")
 
 
 def colab_guard(setup_source: str) -> types.CodeType:
@@ -81,7 +92,7 @@ def test_closing_sections_in_order(notebook):
     tail = [h for h in headings if h in ("## Check your understanding", "## Summary", "## References")]
     assert tail == ["## Check your understanding", "## Summary", "## References"]
     exercises = [c for c in code_cells(nb) if re.search(r"\blesson\d\d\.check_", source(c))]
-    assert exercises, "at least one exercise is checked by a call into course_utils.exercises"
+    assert exercises, "at least one exercise is checked by a call into course_utils.lessons.lessonNN"
 
 
 def test_executed_top_to_bottom_without_errors(notebook):
@@ -124,6 +135,16 @@ def test_small_and_portable(notebook):
         assert not re.search(r"[\x00-\x09\x0b-\x1f]", source(cell)), f"cell {cell.get('id')}: a control character"
 
 
-def test_listed_in_the_readme(notebook):
-    path, _ = notebook
-    assert f"notebooks/{path.name}" in (REPO / "README.md").read_text()
+def test_figures_take_the_course_defaults(notebook):
+    """cu.setup sets the figure size and dpi; a notebook passes neither dpi= nor its own DPI constant."""
+    _, nb = notebook
+    for cell in code_cells(nb):
+        assert not re.search(r"\bdpi\s*=|\"figure\.dpi\"|\bDPI\b", source(cell)), source(cell)[:200]
+
+
+def test_metadata_is_kernelspec_tags_and_slide_types_only(notebook):
+    """No execution timestamps, Python version or editor state: a re-run changes only outputs (`make execute`)."""
+    _, nb = notebook
+    assert set(nb["metadata"]) == {"kernelspec"}
+    for cell in nb["cells"]:
+        assert set(cell["metadata"]) <= {"tags", "slideshow"}, f"cell {cell.get('id')}: {sorted(cell['metadata'])}"

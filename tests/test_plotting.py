@@ -7,7 +7,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course_utils.plotting import DPI, autograd_graph_edges, draw_autograd_graph, plot_curves, show_images  # noqa: E402
+from course_utils.lessons.lesson01 import autograd_graph_edges, draw_autograd_graph  # noqa: E402
+from course_utils.plotting import DPI, plot_curves, set_figure_defaults, show_images  # noqa: E402
 
 
 def teardown_function():
@@ -52,3 +53,10 @@ def test_autograd_graph_of_x_plus_y_times_z():
 def test_graph_needs_a_grad_fn():
     with pytest.raises(ValueError, match="requires_grad"):
         autograd_graph_edges(torch.ones(2))
+
+
+def test_figure_defaults_make_small_light_figures():
+    set_figure_defaults()  # what cu.setup() does, so that no notebook passes dpi=
+    fig = plt.figure()
+    assert fig.dpi == 80 and tuple(fig.get_size_inches()) == (5.0, 3.0)
+    plt.close(fig)

@@ -9,10 +9,16 @@ import subprocess
 import pytest
 
 from browser import chromium_page, screenshot
-from conftest import REPO, load_notebook, source
+from conftest import NOTEBOOKS, REPO, TEMPLATE, load_notebook, source
 
 SLIDE_TYPES = {"slide", "subslide", "fragment", "skip", "notes", "-"}
 DECK = "01_autograd"
+
+
+@pytest.fixture(params=[*NOTEBOOKS, TEMPLATE], ids=[p.name for p in [*NOTEBOOKS, TEMPLATE]])
+def notebook(request: pytest.FixtureRequest) -> tuple:
+    """Each lesson in turn, and the template a new lesson starts from: its path and its JSON."""
+    return request.param, load_notebook(request.param)
 
 
 def slide_type(cell: dict) -> str | None:

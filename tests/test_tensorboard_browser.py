@@ -13,9 +13,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import tensorboard_server as tb
 from browser import chromium_page, screenshot
 from conftest import REPO
-from course_utils import tensorboard as cutb
 
 LESSON = REPO / "notebooks" / "04_tensorboard.ipynb"
 
@@ -36,7 +36,7 @@ def test_hparams_dashboard_lists_the_lessons_runs(real_data_root, tmp_path, monk
     runs_dir = run_the_sweep(tmp_path)
     runs = sorted(p.name for p in runs_dir.iterdir())
     assert runs, "the lesson wrote no runs"
-    server = cutb.start_tensorboard(runs_dir, timeout=120)
+    server = tb.start_tensorboard(runs_dir, timeout=120)
     try:
         with chromium_page(tmp_path / "profile") as page:
             page.goto(f"{server.url}/#hparams")
@@ -46,6 +46,6 @@ def test_hparams_dashboard_lists_the_lessons_runs(real_data_root, tmp_path, monk
             header = table.locator("vaadin-grid-cell-content").all_inner_texts()
             screenshot(page, "tensorboard-hparams")
     finally:
-        cutb.stop_tensorboard(server)
+        tb.stop_tensorboard(server)
     assert {"Trial ID", "lr", "batch_size", "shuffle", "hparam/accuracy"} <= {t.strip() for t in header}
     assert sum(t.strip() in runs for t in header) == len(runs)

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import course_utils as cu  # first: fixes the torch/TensorFlow import order
-from course_utils import tensorboard as cutb
+import tensorboard_server as tb
 
 CONFIGS = [{"lr": 0.01, "batch_size": 8, "shuffle": True}, {"lr": 0.001, "batch_size": 16, "shuffle": False}]
 SCALAR_TAGS = {"Loss", "Number Correct", "Accuracy"}
@@ -85,26 +85,26 @@ def test_real_tensorboard_serves_runs_scalars_and_hparams(tmp_path):
     write_sweep(runs_dir)
     expected_runs = {run_name(**c) for c in CONFIGS}
 
-    server = cutb.start_tensorboard(runs_dir, port=cu.free_port(), timeout=120)
+    server = tb.start_tensorboard(runs_dir, port=cu.free_port(), timeout=120)
     pid = server.pid
     try:
-        assert set(cutb.get_json(server.url + "/data/runs")) == expected_runs
+        assert set(tb.get_json(server.url + "/data/runs")) == expected_runs
 
-        tags = cutb.get_json(server.url + "/data/plugin/scalars/tags")
+        tags = tb.get_json(server.url + "/data/plugin/scalars/tags")
         assert set(tags) == expected_runs
         for run in expected_runs:
             assert SCALAR_TAGS | METRICS <= set(tags[run])
-        loss = cutb.get_json(server.url + f"/data/plugin/scalars/scalars?run={run_name(**CONFIGS[0])}&tag=Loss")
+        loss = tb.get_json(server.url + f"/data/plugin/scalars/scalars?run={run_name(**CONFIGS[0])}&tag=Loss")
         assert [step for _, step, _ in loss] == [0, 1]
 
-        histograms = cutb.get_json(server.url + "/data/plugin/histograms/tags")
+        histograms = tb.get_json(server.url + "/data/plugin/histograms/tags")
         assert "conv1.weight" in histograms[run_name(**CONFIGS[0])]
 
-        experiment = cutb.post_json(server.url + "/data/plugin/hparams/experiment", {"experimentName": ""})
+        experiment = tb.post_json(server.url + "/data/plugin/hparams/experiment", {"experimentName": ""})
         assert {h["name"] for h in experiment["hparamInfos"]} == {"lr", "batch_size", "shuffle"}
         assert {m["name"]["tag"] for m in experiment["metricInfos"]} == METRICS
 
-        groups = cutb.post_json(server.url + "/data/plugin/hparams/session_groups", {
+        groups = tb.post_json(server.url + "/data/plugin/hparams/session_groups", {
             "experimentName": "", "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS"],
             "colParams": [], "startIndex": 0, "sliceSize": 100})
         sessions = {g["name"]: g for g in groups["sessionGroups"]}
@@ -115,7 +115,7 @@ def test_real_tensorboard_serves_runs_scalars_and_hparams(tmp_path):
             assert group["hparams"]["batch_size"] == config["batch_size"]
             assert {m["name"]["tag"] for m in group["metricValues"]} == METRICS
     finally:
-        returncode = cutb.stop_tensorboard(server)
+        returncode = tb.stop_tensorboard(server)
 
     assert server.process.poll() is not None, f"tensorboard (pid {pid}) still running, exit status {returncode}"
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -5,7 +5,7 @@ import torch
 
 from course_utils.timing import (
     Timing,
-    amdahl_speedup,
+    format_bytes,
     format_seconds,
     measure,
     measure_interleaved,
@@ -55,10 +55,7 @@ def test_stopwatch_freezes_at_exit():
 def test_speedup_laws():
     assert speedup(4.0, 2.0) == 2.0
     assert parallel_efficiency(3.0, 4) == 0.75
-    assert amdahl_speedup(1.0, 8) == 8.0 and amdahl_speedup(0.0, 8) == 1.0
-    assert amdahl_speedup(0.5, 2) == pytest.approx(4 / 3)
-    for bad in (lambda: speedup(0, 1), lambda: amdahl_speedup(1.5, 2), lambda: amdahl_speedup(0.5, 0),
-                lambda: parallel_efficiency(1.0, 0)):
+    for bad in (lambda: speedup(0, 1), lambda: parallel_efficiency(1.0, 0)):
         with pytest.raises(ValueError):
             bad()
 
@@ -87,3 +84,9 @@ def test_measure_interleaved_sets_and_restores_threads():
 def test_measure_interleaved_rejects_bad_arguments(fns, kwargs):
     with pytest.raises(ValueError):
         measure_interleaved(fns, **kwargs)
+
+
+def test_format_bytes():
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(3 * 2**20) == "3 MiB"
+    assert format_bytes(1.5 * 2**30) == "1.5 GiB"

@@ -1,4 +1,4 @@
-"""An in-process TensorFlow cluster (chief, workers, parameter servers) on 127.0.0.1 for lesson 06.
+"""Lesson 06 (tf.distribute): an in-process TensorFlow cluster on 127.0.0.1, TPU detection, and the exercise checks.
 
 TensorFlow's parameter-server tutorial starts every task of the cluster as a ``tf.distribute.Server``
 inside the notebook's own process; the notebook then plays the chief (the coordinator). On a
@@ -7,16 +7,22 @@ inter-op threads. With fewer (the default is one per core, so 2 on a 2-core mach
 first ``ClusterCoordinator.join()`` of a 2-worker cluster never returns.
 
 TensorFlow is imported inside the functions, so that importing ``course_utils`` stays cheap.
+
+The exercise checks of the lesson follow its plumbing.
 """
 
 from __future__ import annotations
 
 import glob
+import json
+import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from course_utils.launch import cluster_spec, free_ports
+from course_utils.checks import NO_ANSWER, CheckResult, check_numbers
+from course_utils.launch import LOCALHOST, free_ports
 
 
 def worker_inter_op_threads(num_workers: int, cpu_count: int | None = None) -> int:
@@ -113,3 +119,84 @@ def find_tpu(environ: dict[str, str] | None = None, device_glob: str = "/dev/acc
 
 
 __all__ = ["InProcessCluster", "find_tpu", "start_in_process_cluster", "worker_inter_op_threads"]
+
+
+def cluster_spec(ports: Mapping[str, Sequence[int]]) -> dict[str, list[str]]:
+    """A TensorFlow cluster dictionary (job name to ``host:port`` addresses) for tasks on 127.0.0.1.
+
+    Args:
+        ports: job name (``"chief"``, ``"worker"``, ``"ps"``, ...) to the ports of its tasks,
+            e.g. ``{"worker": free_ports(2)}``.
+    """
+    if not ports or any(isinstance(p, (str, bytes)) or not p for p in ports.values()):
+        raise ValueError(f"give each job a non-empty list of ports, got {ports!r}.")
+    return {job: [f"{LOCALHOST}:{port}" for port in job_ports] for job, job_ports in ports.items()}
+
+
+def tf_config(cluster: Mapping[str, Sequence[int]], task_type: str, task_index: int) -> str:
+    """The ``TF_CONFIG`` JSON for one task of a TensorFlow cluster whose tasks listen on 127.0.0.1.
+
+    Args:
+        cluster: job name to the ports of its tasks, as for :func:`cluster_spec`.
+    """
+    if task_type not in cluster:
+        raise ValueError(f"task_type {task_type!r} is not a job of the cluster {sorted(cluster)}.")
+    if not 0 <= task_index < len(cluster[task_type]):
+        raise ValueError(f"task_index {task_index} is out of range for {len(cluster[task_type])} {task_type} task(s).")
+    return json.dumps({"cluster": cluster_spec(cluster), "task": {"type": task_type, "index": task_index}})
+
+
+# ---------------------------------------- exercise checks
+
+def check_global_batch(answer: Sequence[float] | None, *, per_replica_batch: int = 32, workers: int = 2,
+                       gpus_per_worker: int = 4, examples: int = 60_000) -> CheckResult:
+    """Exercise 1: ``(global batch, steps per epoch)`` for a MultiWorkerMirroredStrategy job of
+    ``workers`` machines with ``gpus_per_worker`` GPUs each, ``per_replica_batch`` examples per
+    replica, over ``examples`` training examples (the last, smaller batch counts as a step)."""
+    replicas = workers * gpus_per_worker
+    global_batch = per_replica_batch * replicas
+    steps = math.ceil(examples / global_batch)
+    return check_numbers(
+        answer, [global_batch, steps], names=["global batch", "steps per epoch"],
+        why=[f"one replica per GPU: {workers}·{gpus_per_worker} = {replicas} replicas in sync, each taking "
+             f"{per_replica_batch} examples, so one step consumes {per_replica_batch}·{replicas} = {global_batch}",
+             f"an epoch is ceil({examples}/{global_batch}) = {steps} steps (the last batch is partial)"],
+    )
+
+
+def check_two_head_parameters(answer: int | None) -> CheckResult:
+    """Exercise 2: trainable parameters of the lesson's two-head model (28×28 → Flatten → Dense 120
+    ReLU → Dense 10 softmax and Dense 1 sigmoid), counted by building it with Keras."""
+    if answer is None:
+        return NO_ANSWER
+    import keras
+
+    inputs = keras.Input(shape=(28, 28))
+    hidden = keras.layers.Dense(120, activation="relu")(keras.layers.Flatten()(inputs))
+    model = keras.Model(inputs, [keras.layers.Dense(10, activation="softmax")(hidden),
+                                 keras.layers.Dense(1, activation="sigmoid")(hidden)])
+    expected = model.count_params()
+    return check_numbers(
+        answer, [expected], names=["parameters"],
+        why=[f"each Dense(n_in → n_out) holds n_in·n_out weights plus n_out biases, and both heads read the "
+             f"same 120 features: 784·120+120 + 120·10+10 + 120·1+1 = {expected}"],
+    )
+
+
+def check_sync_vs_async(answer: Sequence[float] | None, *, step_seconds: Sequence[float] = (0.01, 0.04),
+                        wall_seconds: float = 1.0) -> CheckResult:
+    """Exercise 3: batches processed in ``wall_seconds`` by workers whose steps take ``step_seconds``,
+    ``(synchronous, asynchronous)``. Synchronous: every round waits for the slowest worker, then
+    each worker has done one batch. Asynchronous: each worker runs at its own pace."""
+    if not step_seconds or any(t <= 0 for t in step_seconds) or wall_seconds <= 0:
+        raise ValueError(f"need positive step times and wall time, got {step_seconds!r}, {wall_seconds!r}.")
+    rounds = math.floor(wall_seconds / max(step_seconds) + 1e-9)
+    sync = rounds * len(step_seconds)
+    per_worker = [math.floor(wall_seconds / t + 1e-9) for t in step_seconds]
+    asynchronous = sum(per_worker)
+    return check_numbers(
+        answer, [sync, asynchronous], names=["synchronous batches", "asynchronous batches"],
+        why=[f"synchronous rounds last as long as the slowest step ({max(step_seconds):g} s): "
+             f"{rounds} rounds × {len(step_seconds)} workers = {sync}",
+             f"asynchronously each worker does wall/step batches: {' + '.join(map(str, per_worker))} = {asynchronous}"],
+    )

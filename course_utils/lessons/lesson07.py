@@ -1,5 +1,4 @@
-"""Exercise checks for lesson 07 (quantization). Expected values are computed here, with torch's own
-quantization functions, never typed in."""
+"""Lesson 07 (quantization): which modules quantization swapped, and the exercise checks."""
 
 from __future__ import annotations
 
@@ -11,7 +10,35 @@ import torch
 from torch import nn
 
 from course_utils.checks import CheckResult, check_numbers
-from course_utils.models import changed_module_types
+
+
+def type_name(cls: type) -> str:
+    """A short, unambiguous name for a module class: ``nn.Linear`` and ``ao.nn.quantized.dynamic.Linear``
+    (torch's package without the ``torch.`` prefix and the ``.modules.<file>`` part), or the bare
+    class name for classes defined outside torch."""
+    if not cls.__module__.startswith("torch."):
+        return cls.__qualname__
+    package = cls.__module__.removeprefix("torch.").split(".modules", 1)[0]
+    return f"{package}.{cls.__qualname__}"
+
+
+def changed_module_types(before: nn.Module, after: nn.Module) -> dict[str, tuple[str, str]]:
+    """Submodules whose class differs between two versions of one model, e.g. before and after quantization.
+
+    Returns:
+        ``{qualified name: (class before, class after)}`` with classes named by :func:`type_name`, in the
+        order of ``before.named_modules()``, for the names present in both models (``"fc"``,
+        ``"layer1.0.conv1"``; the root is ``""``).
+    """
+    if not isinstance(before, nn.Module) or not isinstance(after, nn.Module):
+        raise TypeError("pass two nn.Module instances.")
+    after_modules = dict(after.named_modules())
+    return {name: (type_name(type(module)), type_name(type(after_modules[name])))
+            for name, module in before.named_modules()
+            if name in after_modules and type(after_modules[name]) is not type(module)}
+
+
+# ---------------------------------------- exercise checks
 
 # The range of exercise 1 and the layer of exercise 2.
 RANGE = (-0.5, 1.5)

@@ -1,4 +1,4 @@
-"""Exercise checks for lesson 03 (multiprocessing and the DataLoader). Expected values are computed here."""
+"""Lesson 03 (multiprocessing and the DataLoader): the exercise checks."""
 
 from __future__ import annotations
 

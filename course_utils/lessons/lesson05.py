@@ -1,4 +1,4 @@
-"""Exercise checks for lesson 05 (distributed PyTorch). Expected values are computed here."""
+"""Lesson 05 (distributed PyTorch): the exercise checks."""
 
 from __future__ import annotations
 

@@ -1,33 +1,25 @@
-"""TensorBoard plumbing: read event files into pandas, draw a sweep, run a real server and stop it.
+"""Lesson 04 (TensorBoard): read event files into pandas, draw a sweep, decide on the live view.
 
 The lesson writes its logs itself (``SummaryWriter``, ``keras.callbacks.TensorBoard``, the hparams
-API); these helpers only read them back and serve them::
+API); these helpers only read them back::
 
     scalars = read_scalars("scratch/04/runs")     # one row per (run, tag, step)
     table = read_hparams("scratch/04/runs")       # the HPARAMS table: one row per run
-    server = start_tensorboard("scratch/04/runs")   # 127.0.0.1, a free port
-    print(get_json(server.url + "/data/runs"))
-    stop_tensorboard(server)                         # by its own process id
 
 Reading uses TensorBoard's own event reader
 (:class:`tensorboard.backend.event_processing.event_accumulator.EventAccumulator`), one run folder
 at a time, so a run is exactly a folder that holds event files, as in TensorBoard.
+
+The exercise checks of the lesson follow its plumbing.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,8 +28,9 @@ from matplotlib.axes import Axes
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
+from torch import nn
 
-from course_utils.launch import LOCALHOST, free_port, stop_process_group
+from course_utils.checks import CheckResult, check_numbers
 from course_utils.plotting import DPI
 
 EVENT_FILE_MARKER = "tfevents"
@@ -194,7 +187,7 @@ def plot_parallel_coordinates(table: pd.DataFrame, columns: Sequence[str], *, co
     return ax
 
 
-# ----------------------------------------------------------------------------- a real server
+# ----------------------------------------------------------------------------- the live view
 
 def live_view_allowed() -> tuple[bool, str]:
     """Whether a notebook may start an interactive TensorBoard (``%tensorboard``), and why.
@@ -232,93 +225,62 @@ def _automated_driver() -> str | None:
     return None
 
 
-@dataclass
-class TensorBoardServer:
-    """A ``tensorboard`` process started by :func:`start_tensorboard`."""
+# ---------------------------------------- exercise checks
 
-    process: subprocess.Popen[bytes]
-    port: int
-    logdir: Path
-    log: IO[bytes] = field(repr=False)
-
-    @property
-    def pid(self) -> int:
-        """Process id of the server (it leads its own process group)."""
-        return self.process.pid
-
-    @property
-    def url(self) -> str:
-        """Base address, e.g. ``http://127.0.0.1:6006``."""
-        return f"http://{LOCALHOST}:{self.port}"
-
-    def output(self) -> str:
-        """What the server has printed so far (stdout and stderr)."""
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
+FASHION_MNIST_TRAIN = 60_000
+LECTURE_BATCH_SIZES = (10, 100, 1000)
 
 
-def tensorboard_command(logdir: Path | str, port: int) -> list[str]:
-    """The command line of TensorBoard from this Python environment, bound to 127.0.0.1 only."""
-    return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", LOCALHOST,
-            "--port", str(port)]
+def _lecture_cnn() -> nn.Sequential:
+    """The lecture's CNN layer by layer (the notebook's ``Network``), for counting parameters."""
+    return nn.Sequential(
+        nn.Conv2d(1, 6, kernel_size=5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 12, kernel_size=5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(12 * 4 * 4, 120), nn.ReLU(), nn.Linear(120, 60), nn.ReLU(), nn.Linear(60, 10),
+    )
 
 
-def get_json(url: str, *, timeout: float = 10.0) -> Any:
-    """GET ``url`` and decode its JSON answer (raises ``urllib.error.URLError`` when unreachable)."""
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.loads(response.read())
+def check_parameter_count(answer: int | None) -> CheckResult:
+    """Exercise 1: trainable parameters of the lecture's CNN (conv1, conv2, fc1, fc2, out)."""
+    layers = [m for m in _lecture_cnn() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    counts = [sum(p.numel() for p in m.parameters()) for m in layers]
+    terms = " + ".join(str(c) for c in counts)
+    return check_numbers(
+        answer, [sum(counts)], names=["parameters"],
+        why=[f"a Conv2d(c_in, c_out, 5) holds c_out·c_in·5·5 weights + c_out biases, a Linear(n_in, n_out) "
+             f"n_in·n_out + n_out; fc1 sees 12·4·4 = 192 inputs (28 → 24 → 12 → 8 → 4 after two 5×5 "
+             f"convolutions and two 2×2 poolings): {terms} = {sum(counts)}"],
+    )
 
 
-def post_json(url: str, payload: Mapping[str, Any], *, timeout: float = 10.0) -> Any:
-    """POST ``payload`` as JSON to ``url`` and decode the JSON answer (the hparams plugin's API)."""
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read())
+def check_steps_per_epoch(answer: Sequence[int] | None) -> CheckResult:
+    """Exercise 2: optimizer steps in one epoch over all 60,000 training images, per lecture batch size."""
+    expected = [math.ceil(FASHION_MNIST_TRAIN / b) for b in LECTURE_BATCH_SIZES]
+    return check_numbers(
+        answer, expected, names=[f"steps at batch size {b}" for b in LECTURE_BATCH_SIZES],
+        why=[f"one step per batch: ceil({FASHION_MNIST_TRAIN} / {b}) = {e}"
+             for b, e in zip(LECTURE_BATCH_SIZES, expected)],
+    )
 
 
-def start_tensorboard(logdir: Path | str, *, port: int | None = None, timeout: float = 90.0) -> TensorBoardServer:
-    """Start ``tensorboard --logdir`` on 127.0.0.1 and wait until it answers ``/data/runs``.
+def trials_for_top_fraction(top: float, confidence: float) -> int:
+    """Fewest independent random trials so that one lands in the best ``top`` fraction with ``confidence``.
 
-    Args:
-        port: the port to serve on; default a free one (:func:`course_utils.free_port`).
-        timeout: seconds to wait for the first answer; the server is stopped if it does not come.
-
-    Raises:
-        RuntimeError: if the server exits before answering (with its output).
-        TimeoutError: if it does not answer within ``timeout`` seconds.
+    Solves ``1 - (1 - top)**n >= confidence`` for the smallest integer ``n`` (Bergstra & Bengio, 2012).
     """
-    logdir = _existing_dir(logdir)
-    if timeout <= 0:
-        raise ValueError(f"timeout must be positive seconds, got {timeout}.")
-    port = free_port() if port is None else port
-    log = tempfile.TemporaryFile()
-    process = subprocess.Popen(tensorboard_command(logdir, port), stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    server = TensorBoardServer(process, port, logdir, log)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            text = server.output()
-            log.close()
-            raise RuntimeError(f"tensorboard exited with {process.returncode} before answering:\n{text[-3000:]}")
-        try:
-            get_json(server.url + "/data/runs", timeout=2.0)
-            return server
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(0.5)
-    text = server.output()
-    stop_tensorboard(server)
-    raise TimeoutError(f"tensorboard did not answer on {server.url} within {timeout} s:\n{text[-3000:]}")
+    if not (0 < top < 1 and 0 < confidence < 1):
+        raise ValueError(f"top and confidence must be in (0, 1), got {top} and {confidence}.")
+    n = math.ceil(math.log1p(-confidence) / math.log1p(-top))
+    while 1 - (1 - top) ** n < confidence:  # guard against rounding at the boundary
+        n += 1
+    return n
 
 
-def stop_tensorboard(server: TensorBoardServer, *, grace: float = 15.0) -> int:
-    """Stop the server by its process id: SIGTERM to its process group, SIGKILL after ``grace`` seconds.
-
-    The group also holds the data server that TensorBoard starts. Returns the exit status.
-    """
-    stop_process_group(server.process, grace=grace)
-    returncode = server.process.wait(timeout=grace)
-    server.log.close()
-    return returncode
+def check_random_search_trials(answer: int | None) -> CheckResult:
+    """Exercise 3: random trials needed for a 95 % chance that one is in the top 5 % of configurations."""
+    expected = trials_for_top_fraction(0.05, 0.95)
+    return check_numbers(
+        answer, [expected], names=["trials"],
+        why=[f"each trial misses the top 5 % with probability 0.95, so n trials all miss with 0.95ⁿ; "
+             f"1 - 0.95ⁿ ≥ 0.95 first holds at n = {expected} (0.95^{expected} = {0.95 ** expected:.4f})"],
+    )

@@ -1,23 +1,28 @@
-"""Mixed precision helpers: does this device run low precision fast, and how much memory does a step take.
+"""Lesson 09 (mixed precision): does this device run low precision fast; how much memory a step takes.
 
 The lesson's own idea (``torch.autocast``, ``torch.amp.GradScaler``) stays in the notebook; this module
 only answers two plumbing questions::
 
-    from course_utils.precision import fast_low_precision_dtype, peak_memory_bytes
+    from course_utils.lessons.lesson09 import fast_low_precision_dtype, peak_memory_bytes
 
     dtype, reason = fast_low_precision_dtype(env.device)   # torch.float16 on a tensor-core GPU, ...
     peak = peak_memory_bytes(train_step, env.device)       # bytes of tensors allocated at the peak
+
+The exercise checks of the lesson follow its plumbing.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+from course_utils.checks import CheckResult, check_numbers
+from course_utils.hardware import cpu_has_fast_bf16
 
 # First CUDA compute capability with tensor cores (Volta, 7.0): fp16 matmuls run several times faster there.
 TENSOR_CORE_CAPABILITY = (7, 0)
@@ -28,11 +33,6 @@ class LowPrecisionChoice(NamedTuple):
 
     dtype: torch.dtype | None
     reason: str
-
-
-def cpu_has_fast_bf16() -> bool:
-    """True when oneDNN reports native bf16 kernels for this CPU (AVX-512 BF16/AMX class, or Arm BF16)."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def _cuda_capability(device: torch.device) -> tuple[int, int]:
@@ -128,9 +128,60 @@ def peak_memory_bytes(fn: Callable[[], Any], device: torch.device | str = "cpu")
     return tracker.peak
 
 
-def format_bytes(n: float) -> str:
-    """Format a byte count with a binary unit (B, KiB, MiB, GiB), 3 significant digits."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
+# ---------------------------------------- exercise checks
+# The exercises' parameters are written once, in the notebook's answer cells, and passed to the checks.
+
+
+def smallest_fp16_loss_scale(gradient: float) -> float:
+    """The smallest power of two ``S`` for which ``gradient * S`` cast to float16 is not zero."""
+    if not 0 < gradient < 1:
+        raise ValueError(f"gradient must be in (0, 1), got {gradient}.")
+    k = 0
+    while torch.tensor(gradient * 2.0**k, dtype=torch.float16).item() == 0.0:
+        k += 1
+    return 2.0**k
+
+
+def check_loss_scale(answer: float | None, *, gradient: float) -> CheckResult:
+    """Exercise 1: the smallest power-of-two loss scale that keeps ``gradient`` nonzero in fp16."""
+    expected = smallest_fp16_loss_scale(gradient)
+    tiny = torch.finfo(torch.float16).smallest_normal * torch.finfo(torch.float16).eps  # smallest subnormal
+    return check_numbers(
+        answer, [expected], names=["loss scale S"],
+        why=[f"fp16's smallest subnormal is 2^-24 ≈ {tiny:.3g}; rounding to nearest keeps g·S nonzero once "
+             f"it exceeds half of that ({tiny / 2:.3g}), and {gradient:g}·S first does so at S = {expected:g}"],
+    )
+
+
+def scaler_schedule(*, init_scale: float, growth_interval: int, steps: int,
+                    inf_steps: Sequence[int]) -> tuple[float, int]:
+    """Run a real ``torch.amp.GradScaler("cpu", growth_factor=2, backoff_factor=0.5)`` for ``steps`` steps,
+    injecting an inf gradient at ``inf_steps`` (numbered from 0); return ``(final scale, skipped steps)``."""
+    weight = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_factor=2.0, backoff_factor=0.5,
+                                  growth_interval=growth_interval)
+    skipped = 0
+    for step in range(steps):
+        optimizer.zero_grad()
+        scaler.scale((weight**2).sum()).backward()
+        if step in inf_steps and weight.grad is not None:
+            weight.grad[0] = float("inf")
+        before = weight.detach().clone()
+        scaler.step(optimizer)
+        scaler.update()
+        skipped += int(torch.equal(before, weight.detach()))
+    return scaler.get_scale(), skipped
+
+
+def check_scaler_schedule(answer: Sequence[float] | None, *, init_scale: float, growth_interval: int, steps: int,
+                          inf_steps: Sequence[int]) -> CheckResult:
+    """Exercise 2: ``(final scale, skipped steps)`` of the GradScaler schedule given by the arguments."""
+    scale, skipped = scaler_schedule(init_scale=init_scale, growth_interval=growth_interval, steps=steps,
+                                     inf_steps=inf_steps)
+    return check_numbers(
+        answer, [scale, skipped], names=["final scale", "skipped steps"],
+        why=[f"each step with an inf halves the scale and resets the counter; every {growth_interval} "
+             f"consecutive finite steps double it: the scale ends at {scale:g}",
+             f"only the {len(inf_steps)} steps with an inf gradient are skipped ({skipped})"],
+    )

@@ -1,0 +1,163 @@
+"""The registry of lessons: one entry per notebook, the only place a lesson is described.
+
+The README's notebook table is generated from it (:func:`markdown_table`), the doctor's plans read
+it, and the tests check it against ``notebooks/`` in both directions. Each lesson's own plumbing
+and exercise checks are in ``course_utils.lessons.lessonNN``, imported by that notebook only::
+
+    from course_utils.lessons import LESSONS, lesson
+    print(lesson("09").title, lesson("09").notebook)
+
+Adding a lesson: CONTRIBUTING.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# What a lesson may need from the machine. The doctor decides each one from its report.
+REQUIREMENTS: dict[str, str] = {
+    "cuda": "a CUDA GPU",
+    "tensor_cores": "a CUDA GPU with tensor cores (compute capability >= 7.0)",
+    "nccl_2_gpus": "2 CUDA GPUs and NCCL",
+    "nccl_4_gpus": "4 CUDA GPUs and NCCL",
+    "tf_2_gpus": "2 GPUs visible to TensorFlow",
+    "tpu": "a TPU",
+    "native_bf16": "native bf16 on the CPU (AVX-512 BF16 or AMX)",
+    "two_cores": "2 usable CPU cores",
+    "x86_int8": "PyTorch's x86 int8 engine (FBGEMM and oneDNN)",
+    "int8_engine": "an int8 engine in this PyTorch build (x86, fbgemm or qnnpack)",
+    "gloo": "torch.distributed with the gloo backend",
+}
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A part of a lesson that depends on the machine: what it does when ``needs`` holds, and otherwise."""
+
+    needs: str  # a key of REQUIREMENTS
+    then: str
+    otherwise: str
+
+    def __post_init__(self) -> None:
+        if self.needs not in REQUIREMENTS:
+            raise ValueError(f"unknown requirement {self.needs!r}; known: {', '.join(REQUIREMENTS)}.")
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One notebook of the course."""
+
+    number: str  # "01"
+    slug: str  # the notebook is notebooks/{number}_{slug}.ipynb
+    title: str  # the notebook's heading after "NN · "
+    topics: str  # one line for the README table
+    gpu: str  # what a GPU changes, for the README table
+    datasets: tuple[str, ...] = ()  # loaded through course_utils.data
+    packages: tuple[str, ...] = ()  # imported beyond torch and torchvision
+    branches: tuple[Branch, ...] = ()  # what depends on the machine, for the doctor
+    needs: tuple[str, ...] = ()  # requirements (keys of REQUIREMENTS) without which the lesson cannot run
+    quick_s: int | None = None  # measured: `make execute` on the reference machine (README)
+    full_s: int | None = None  # measured: `make full` on the reference machine (None: not measured yet)
+
+    def __post_init__(self) -> None:
+        unknown = [need for need in self.needs if need not in REQUIREMENTS]
+        if unknown:
+            raise ValueError(f"lesson {self.number} needs unknown requirements {unknown}; "
+                             f"known: {', '.join(REQUIREMENTS)}.")
+
+    @property
+    def notebook(self) -> str:
+        """The notebook's file name."""
+        return f"{self.number}_{self.slug}.ipynb"
+
+
+LESSONS: tuple[Lesson, ...] = (
+    Lesson("01", "autograd", "Tensors and autograd",
+           "tensors, dtypes, memory sharing, matmul throughput; autograd by hand and by PyTorch, vector–Jacobian "
+           "products, a sigmoid neuron's gradient, XOR",
+           "optional: adds a GPU matmul timing", packages=("tensorflow",),
+           branches=(Branch("cuda", "adds a matmul timing on the GPU", "GPU matmul timing skipped"),),
+           quick_s=15, full_s=18),
+    Lesson("02", "optimizers", "Optimizers",
+           "gradient descent and its variants, learning rates and schedules, momentum to AdamW written from their "
+           "formulas and checked against `torch.optim`, the lecture's MNIST comparison, `foreach`/`fused` steps",
+           "optional: times the optimizer step on the GPU", datasets=("mnist",),
+           branches=(Branch("cuda", "Adam step timings on the GPU too", "Adam step timings on the CPU only"),),
+           quick_s=19),
+    Lesson("03", "multiprocessing", "Multiprocessing and the DataLoader",
+           "threads vs processes and the GIL, start methods, shared-memory tensors, `Dataset`/`DataLoader` and "
+           "samplers, the worker-count experiment against the ideal, prefetching, disk reads",
+           "optional: times `pin_memory`", datasets=("fashion_mnist",),
+           branches=(Branch("two_cores", "process speedups checked", "speedups that need 2 cores explained, not "
+                                                                     "checked"),
+                     Branch("cuda", "times pin_memory copies to the GPU", "pin_memory timing skipped")),
+           quick_s=44),
+    Lesson("04", "tensorboard", "TensorBoard and hyper-parameter sweeps",
+           "`SummaryWriter` logging, a learning-rate × batch-size × shuffle sweep, HParams read back from the event "
+           "files, Keras TensorBoard callback", "optional", datasets=("fashion_mnist",),
+           packages=("tensorflow", "keras", "tensorboard"),
+           branches=(Branch("cuda", "the sweep trains on the GPU", "the sweep trains on the CPU"),),
+           quick_s=34),
+    Lesson("05", "distributed_pytorch", "Distributed PyTorch: DataParallel, model parallel and DDP",
+           "`DataParallel`, model parallel, GPipe pipelining, DDP with `torchrun` on one and two \"nodes\" (gloo), "
+           "Slurm ([`05_slurm_ddp.sbatch`](notebooks/05_slurm_ddp.sbatch)), scaling and failures",
+           "optional: NCCL and multi-GPU paths when present", datasets=("mnist",),
+           branches=(Branch("nccl_2_gpus", "DDP with NCCL, one process per GPU; DataParallel and the 2-stage model on "
+                                           "2 GPUs", "DDP with gloo on 2 CPU processes; DataParallel and both model-"
+                                                     "parallel stages on one device"),
+                     Branch("nccl_4_gpus", "DDP + model parallel with NCCL on 4 GPUs",
+                            "DDP + model parallel with gloo on CPU processes")),
+           needs=("gloo",),
+           quick_s=49),
+    Lesson("06", "tf_distribute", "tf.distribute and the Keras functional API",
+           "`MirroredStrategy` on logical devices, `MultiWorkerMirroredStrategy` on two local workers, "
+           "`ParameterServerStrategy`, `CentralStorageStrategy`, TPU detection, the Keras functional two-head model",
+           "optional: mirrored sections use GPUs when present", datasets=("mnist",), packages=("tensorflow", "keras"),
+           branches=(Branch("tf_2_gpus", "MirroredStrategy on 2 GPUs (NcclAllReduce included)",
+                            "MirroredStrategy on 2 logical CPU devices"),
+                     Branch("tpu", "TPUStrategy on the TPU", "TPUStrategy skipped (detected, explained)")),
+           quick_s=47),
+    Lesson("07", "quantization", "Quantization",
+           "affine int8 by hand, dynamic and static PTQ, QAT, torchao `quantize_`; size, latency and accuracy "
+           "measured; the x86 and qnnpack (ARM) engines compared", "not used (int8 kernels are CPU kernels)",
+           datasets=("fashion_mnist",), packages=("torchao",),
+           branches=(Branch("x86_int8", "int8 on the x86 engine: its speedups are checked",
+                            "int8 on another engine: speedups reported, not checked"),),
+           needs=("int8_engine",), quick_s=19),
+    Lesson("08", "pruning", "Pruning",
+           "unstructured, structured and global pruning, masks and hooks, iterative pruning with fine-tuning, what "
+           "sparsity buys in size and latency", "optional: adds GPU latencies", datasets=("fashion_mnist",),
+           branches=(Branch("cuda", "latencies on the GPU too", "latencies on the CPU only"),),
+           quick_s=13),
+    Lesson("09", "mixed_precision", "Mixed precision",
+           "fp32/fp16/bf16/fp8 formats, Apex to `torch.amp`, autocast op lists, loss scaling and `GradScaler`, AMP "
+           "training, Keras mixed-precision policies", "recommended: fp16 + `GradScaler` speedups need a GPU",
+           datasets=("fashion_mnist",), packages=("tensorflow", "keras"),
+           branches=(Branch("tensor_cores", "fp16 autocast + GradScaler on the GPU", "fp16 + GradScaler run skipped"),
+                     Branch("native_bf16", "bf16 autocast on the CPU with native kernels: the mixed run trains all "
+                                           "epochs", "bf16 autocast on the CPU is emulated (slower than fp32): the "
+                                                     "mixed run is kept to one epoch")),
+           quick_s=14),
+)
+
+
+def lesson(number: str) -> Lesson:
+    """The lesson with this two-digit number.
+
+    Raises:
+        ValueError: for a number that is not a lesson's.
+    """
+    found = [entry for entry in LESSONS if entry.number == number]
+    if not found:
+        raise ValueError(f"no lesson {number!r}; the lessons are {', '.join(e.number for e in LESSONS)}.")
+    return found[0]
+
+
+def markdown_table() -> str:
+    """The README's notebook table."""
+    rows = ["| # | notebook | topic | quick profile | GPU |", "|---|---|---|---|---|"]
+    for entry in LESSONS:
+        quick = f"{entry.quick_s} s" if entry.quick_s is not None else "not measured"
+        rows.append(f"| {entry.number} | [`notebooks/{entry.notebook}`](notebooks/{entry.notebook}) | {entry.topics} "
+                    f"| {quick} | {entry.gpu} |")
+    return "\n".join(rows)

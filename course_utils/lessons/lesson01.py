@@ -1,0 +1,115 @@
+"""Lesson 01 (tensors and autograd): draw the graph that autograd records, and check the exercises."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.axes import Axes
+from torch import nn
+
+from course_utils.checks import CheckResult, check_numbers
+
+
+def _walk_graph(output: torch.Tensor) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """Edges ``(child, parent)`` of the backward graph and a display label for each node."""
+    if not isinstance(output, torch.Tensor) or output.grad_fn is None:
+        raise ValueError("output must be a tensor produced by operations on tensors with requires_grad=True.")
+    names: dict[int, str] = {}
+    labels: dict[str, str] = {}
+
+    def name(fn: Any) -> str:
+        if id(fn) not in names:
+            names[id(fn)] = f"{type(fn).__name__}#{len(names)}"
+            leaf = getattr(fn, "variable", None)
+            value = f"\nleaf {leaf.item():g}" if leaf is not None and leaf.numel() == 1 else ""
+            labels[names[id(fn)]] = type(fn).__name__ + value
+        return names[id(fn)]
+
+    edges, stack, seen = [], [output.grad_fn], set()
+    name(output.grad_fn)
+    while stack:
+        fn = stack.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for parent, _ in fn.next_functions:
+            if parent is not None:
+                edges.append((name(fn), name(parent)))
+                stack.append(parent)
+    return edges, labels
+
+
+def autograd_graph_edges(output: torch.Tensor) -> list[tuple[str, str]]:
+    """Edges ``(child, parent)`` of the backward graph of ``output``, found by walking
+    ``grad_fn.next_functions``; nodes are named ``"<type>#<n>"``, leaves are ``AccumulateGrad``."""
+    return _walk_graph(output)[0]
+
+
+def draw_autograd_graph(output: torch.Tensor, *, title: str = "backward graph") -> Axes:
+    """Draw the backward graph of ``output`` as layered boxes, the output at the top."""
+    edges, labels = _walk_graph(output)
+    depth: dict[str, int] = {edges[0][0]: 0}
+    for _ in range(len(edges)):  # longest path from the output: relax until stable
+        changed = False
+        for child, parent in edges:
+            if child in depth and depth.get(parent, -1) < depth[child] + 1:
+                depth[parent] = depth[child] + 1
+                changed = True
+        if not changed:
+            break
+    layers: dict[int, list[str]] = {}
+    for node, d in depth.items():
+        layers.setdefault(d, []).append(node)
+    pos = {node: (i - (len(nodes) - 1) / 2, -d) for d, nodes in layers.items() for i, node in enumerate(nodes)}
+    _, ax = plt.subplots(figsize=(5, 1.1 * len(layers) + 0.6))
+    for child, parent in edges:
+        (x0, y0), (x1, y1) = pos[child], pos[parent]
+        ax.annotate("", xy=(x1, y1 + 0.15), xytext=(x0, y0 - 0.15), arrowprops={"arrowstyle": "->"})
+    for node, (x, y) in pos.items():
+        ax.text(x, y, labels[node], ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round", "fc": "#dbe9f6" if "Accumulate" not in node else "#f6e3db"})
+    ax.set_xlim(min(x for x, _ in pos.values()) - 1, max(x for x, _ in pos.values()) + 1)
+    ax.set_ylim(-len(layers) + 0.4, 0.6)
+    ax.set_title(f"{title} (gradients flow downward, to the leaves)")
+    ax.axis("off")
+    return ax
+
+
+# ---------------------------------------- exercise checks
+
+def check_chain_rule(answer: Sequence[float] | None) -> CheckResult:
+    """Exercise 1: ``(df/dx, df/dy, df/dz)`` for ``f = (x*y + z)**2`` at x=1, y=2, z=-1."""
+    x, y, z = (torch.tensor(v, requires_grad=True) for v in (1.0, 2.0, -1.0))
+    q = x * y + z
+    expected = [g.item() for g in torch.autograd.grad(q**2, (x, y, z))]
+    return check_numbers(
+        answer, expected, names=["df/dx", "df/dy", "df/dz"],
+        why=[f"with q = xy + z = {q.item():g}, df/dx = 2q·y = {expected[0]:g}",
+             f"df/dy = 2q·x = {expected[1]:g}",
+             f"df/dz = 2q·1 = {expected[2]:g}"],
+    )
+
+
+def check_vector_jacobian(answer: float | None) -> CheckResult:
+    """Exercise 2: every entry of ``x.grad`` after ``z.backward(v)``, z = 3x², x = ones(2,2), v = 0.5."""
+    x = torch.ones(2, 2, requires_grad=True)
+    (grad,) = torch.autograd.grad(3 * x**2, x, grad_outputs=torch.full((2, 2), 0.5))
+    expected = grad[0, 0].item()
+    return check_numbers(
+        answer, [expected], names=["x.grad"],
+        why=[f"backward(v) computes vᵀJ: each entry is v·dz/dx = 0.5·6x = {expected:g}, not dz/dx itself"],
+    )
+
+
+def check_parameter_count(answer: int | None) -> CheckResult:
+    """Exercise 3: trainable parameters of the MLP 784 → 300 → 100 → 10 (with biases)."""
+    model = nn.Sequential(nn.Linear(784, 300), nn.ReLU(), nn.Linear(300, 100), nn.ReLU(), nn.Linear(100, 10))
+    expected = sum(p.numel() for p in model.parameters())
+    return check_numbers(
+        answer, [expected], names=["parameters"],
+        why=[f"each Linear(n_in, n_out) holds n_in·n_out weights plus n_out biases: "
+             f"784·300+300 + 300·100+100 + 100·10+10 = {expected}"],
+    )
