@@ -25,7 +25,7 @@ from course_utils.hardware import Hardware
 from course_utils.launch import free_port
 from course_utils.lessons import LESSONS, REQUIREMENTS, Branch, lesson
 
-EVERY = ["01", "02", "03", "04", "05", "06", "07", "08", "09"]
+EVERY = [path.name[:2] for path in NOTEBOOKS]  # every lesson, from notebooks/: a new lesson changes no test here
 AVX2_CPU = Hardware(isa="AVX2", bf16_flags=(), int8_flags=(), onednn_bf16=False, onednn_cap=None, fbgemm_cap=None,
                     tf_onednn=False, quantized_engine="x86", usable_cores=2, gpus=(), gpu_capability=None)
 MIRRORS = {"mnist": ("mnist.example:443",), "fashion_mnist": ("fashion.example:80",)}
@@ -187,10 +187,10 @@ def test_text_report_of_a_made_up_gpu_machine():
     assert text.count("Test GPU, 16 GiB") == 4 and "CUDA GPUs          4 (torch built with CUDA 13.0)" in text
     assert "cuda:0           compute capability 9.0: fp16 tensor cores yes, bf16 yes, fp8 yes" in text
     assert "  05 Distributed PyTorch: DataParallel, model parallel and DDP, on cuda:0 (Test GPU); " in text
-    assert "Problems: none" in text and text.endswith("\nAll 9 lessons can run here.")
+    assert "Problems: none" in text and text.endswith(f"\nAll {len(EVERY)} lessons can run here.")
     corrupt = doctor.format_report(with_dataset(machine(), "fashion_mnist", "corrupt"))
     assert "[blocks 03, 04, 07, 08, 09] FashionMNIST is corrupt" in corrupt
-    assert corrupt.endswith("\n5 of 9 lessons cannot run here: 03, 04, 07, 08, 09.")
+    assert corrupt.endswith(f"\n5 of {len(EVERY)} lessons cannot run here: 03, 04, 07, 08, 09.")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -267,11 +267,13 @@ def test_command_line_text_and_exit_status(fake_root: Path, clean_env: pytest.Mo
                                            capsys: pytest.CaptureFixture[str]):
     assert cli.main(["doctor", "--offline", "--no-tensorflow"]) == 0
     text = capsys.readouterr().out
-    assert "TensorFlow GPUs    not checked (--no-tensorflow)" in text and text.endswith("All 9 lessons can run here.\n")
+    assert "TensorFlow GPUs    not checked (--no-tensorflow)" in text
+    assert text.endswith(f"All {len(EVERY)} lessons can run here.\n")
     assert all(f"\n  {e.number} {e.title}, on " in text for e in LESSONS)
     clean_env.setenv("COURSE_PROFILE", "fast")
     assert cli.main(["doctor", "--offline", "--no-tensorflow"]) == 1
-    assert capsys.readouterr().out.endswith("9 of 9 lessons cannot run here: 01, 02, 03, 04, 05, 06, 07, 08, 09.\n")
+    n = len(EVERY)
+    assert capsys.readouterr().out.endswith(f"{n} of {n} lessons cannot run here: {', '.join(EVERY)}.\n")
 
 
 def test_bad_arguments_give_clear_errors(capsys: pytest.CaptureFixture[str]):
