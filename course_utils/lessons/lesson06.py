@@ -1,4 +1,4 @@
-"""Lesson 06 (tf.distribute): an in-process TensorFlow cluster on 127.0.0.1, TPU detection, and the exercise checks.
+"""Lesson 06 (tf.distribute): an in-process TensorFlow cluster and TF_CONFIG on 127.0.0.1, TPU detection.
 
 TensorFlow's parameter-server tutorial starts every task of the cluster as a ``tf.distribute.Server``
 inside the notebook's own process; the notebook then plays the chief (the coordinator). On a

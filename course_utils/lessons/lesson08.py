@@ -3,9 +3,9 @@
 The pruning calls themselves (``torch.nn.utils.prune``) stay in the notebook; this module only
 answers "how sparse is it?" and "how many bytes does it take?"::
 
-    from course_utils import sparsity
-    print(sparsity.sparsity_table(model))
-    sparsity.tensor_bytes(weight.to_sparse_csr())
+    from course_utils.lessons import lesson08
+    print(lesson08.sparsity_table(model))
+    lesson08.tensor_bytes(weight.to_sparse_csr())
 
 The exercise checks of the lesson follow its plumbing.
 """
