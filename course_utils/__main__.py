@@ -7,6 +7,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+from course_utils import doctor
+
 DOCTOR = ("Print what this machine has (CPU, GPUs, versions, data, network, run profile) and what each lesson "
           "will do on it; exit with 1 when a lesson cannot run.")
 
@@ -48,8 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.error("no command given. Try `python -m course_utils doctor` (checks this machine for the course; "
                      "`--help` lists its options).")
-    from course_utils import doctor  # imports torch (and TensorFlow): only when a command runs
-
     report = doctor.collect(network=not args.offline, tensorflow=not args.no_tensorflow, timeout=args.timeout)
     print(json.dumps(doctor.to_json(report), indent=2) if args.json else doctor.format_report(report))
     return doctor.exit_status(report)
