@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from course_utils.checks import NO_ANSWER
 from course_utils.lessons import lesson02
 from course_utils.lessons.lesson02 import (
-    TrainResult,
     check_problem,
     compare_with_torch,
-    train_and_evaluate,
 )
 
 
@@ -95,48 +96,6 @@ def test_check_problem_is_reproducible_and_validated():
         check_problem(n_classes=1)
 
 
-# --- training loop --------------------------------------------------------------------------------
-
-def toy_classification(n: int = 256) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(n, 4, generator=gen)
-    y = (x[:, 0] > 0).long()
-    return (x[: n // 2], y[: n // 2]), (x[n // 2:], y[n // 2:])
-
-
-def test_train_and_evaluate_records_every_step_and_learns():
-    train, test = toy_classification()
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 2)
-    result = train_and_evaluate(model, torch.optim.Adam(model.parameters(), lr=0.05), train, test,
-                                epochs=3, batch_size=32)
-    assert isinstance(result, TrainResult) and len(result.losses) == 3 * 4 and result.seconds > 0
-    assert result.test_accuracy > 0.9
-    assert result.final_loss(window=4) < result.losses[0]
-    with pytest.raises(ValueError):
-        result.final_loss(window=0)
-
-
-def test_train_and_evaluate_is_reproducible():
-    train, test = toy_classification()
-    runs = []
-    for _ in range(2):
-        torch.manual_seed(0)
-        model = torch.nn.Linear(4, 2)
-        runs.append(train_and_evaluate(model, torch.optim.SGD(model.parameters(), lr=0.1), train, test,
-                                       epochs=2, batch_size=16, seed=5).losses)
-    assert runs[0] == runs[1]
-
-
-@pytest.mark.parametrize("kwargs", [{"epochs": 0}, {"batch_size": 0}])
-def test_train_and_evaluate_validates(kwargs):
-    train, test = toy_classification()
-    model = torch.nn.Linear(4, 2)
-    with pytest.raises(ValueError):
-        train_and_evaluate(model, torch.optim.SGD(model.parameters(), lr=0.1), train, test,
-                           **{"epochs": 1, "batch_size": 8, **kwargs})
-
-
 # --- exercise checks --------------------------------------------------------------------------------
 
 def test_rmsprop_check_right_wrong_and_none():
@@ -188,3 +147,70 @@ def test_adam_first_step():
     assert lesson02.check_adam_first_step((0.001, 0.00316))
     verdict = lesson02.check_adam_first_step((0.001, 0.001))
     assert not verdict and "without" in repr(verdict) and "with bias correction:" not in repr(verdict)
+
+
+# --- training several copies side by side ------------------------------------------------------------
+
+def small_net(seed: int = 0) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(6, 5), torch.nn.Sigmoid(), torch.nn.Linear(5, 4),
+                               torch.nn.ReLU(), torch.nn.Linear(4, 3)).double()
+
+
+def test_side_by_side_trains_like_separate_loops():
+    makers = [lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: torch.optim.Adam(ps, lr=0.01),
+              lambda ps: torch.optim.Adagrad(ps, lr=0.05)]
+    separate = [small_net() for _ in makers]
+    runs = lesson02.SideBySide([small_net() for _ in makers])
+    separate_opts = [make(m.parameters()) for make, m in zip(makers, separate)]
+    stacked_opts = [make(runs.run_parameters(k)) for k, make in enumerate(makers)]
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(40, 6, generator=gen, dtype=torch.float64), torch.randint(3, (40,), generator=gen)
+    for idx in lesson02.minibatches(40, 8, 7, seed=1):
+        for model, opt in zip(separate, separate_opts):
+            opt.zero_grad()
+            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            opt.step()
+        logits = runs(x[idx])
+        assert logits.shape == (3, 8, 3)
+        losses = F.cross_entropy(logits.flatten(0, 1), y[idx].repeat(3), reduction="none").view(3, -1).mean(1)
+        runs.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        runs.split_grads()
+        for opt in stacked_opts:
+            opt.step()
+    for k, model in enumerate(separate):
+        ours = runs.run_parameters(k)
+        assert [p.shape for p in ours] == [p.shape for p in model.parameters()]
+        assert max((p - q).abs().max().item() for p, q in zip(model.parameters(), ours)) < 1e-12
+    assert len(runs.preactivations) == 3 and runs.preactivations[1].shape == (3, 8, 4)
+
+
+def test_side_by_side_eval_and_validation():
+    lin = torch.nn.Linear(2, 2)
+    with torch.no_grad():
+        lin.weight.zero_()
+        lin.bias.copy_(torch.tensor([0.0, 1.0]))
+    runs = lesson02.SideBySide([lin, copy.deepcopy(lin)])
+    x, y = torch.zeros(4, 2), torch.tensor([1, 1, 1, 0])
+    loss, acc = lesson02.side_by_side_eval(runs, x, y, chunk=3)
+    # logits (0, 1) for every input: predicted class 1, right 3 times of 4; loss ln(1 + e) for class 0,
+    # ln(1 + e^-1) for class 1: (3 · 0.313262 + 1.313262) / 4 = 0.563262
+    assert acc.tolist() == [0.75, 0.75]
+    assert loss.tolist() == pytest.approx([0.563262, 0.563262], abs=1e-6)
+    with pytest.raises(ValueError, match="same architecture"):
+        lesson02.SideBySide([small_net(), torch.nn.Sequential(torch.nn.Linear(6, 3))])
+    with pytest.raises(ValueError, match="expected Flatten"):
+        lesson02.SideBySide([torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Sigmoid(), torch.nn.Tanh())])
+    with pytest.raises(ValueError):
+        lesson02.SideBySide([])
+
+
+def test_minibatches_are_full_reshuffled_and_reproducible():
+    batches = list(lesson02.minibatches(10, 4, 5, seed=0))
+    assert [len(b) for b in batches] == [4] * 5            # 10 // 4 = 2 full batches an epoch, the rest dropped
+    epoch1, epoch2 = torch.cat(batches[:2]), torch.cat(batches[2:4])
+    assert len(set(epoch1.tolist())) == 8 and not torch.equal(epoch1, epoch2)
+    assert all(torch.equal(a, b) for a, b in zip(batches, lesson02.minibatches(10, 4, 5, seed=0)))
+    with pytest.raises(ValueError):
+        next(lesson02.minibatches(3, 4, 1))

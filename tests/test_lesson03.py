@@ -58,6 +58,17 @@ def test_the_notebook_writes_the_modules_its_children_import():
     assert "course_utils.workers" not in text and "from course_utils import workers" not in text
 
 
+def test_the_notebook_corrects_the_lecture_errors_on_its_topics():
+    """Each slide error on this lesson's topics has its correction cell (the form is checked by the conventions)."""
+    corrections = [source(c) for c in load_notebook(NOTEBOOK)["cells"]
+                   if c["cell_type"] == "markdown" and "The lecture says" in source(c)]
+    for quoted in ("global interrupt lock",  # lecture 000: the GIL's name
+                   "Daemon threads: They do not die with the parent",  # lecture 003: daemon threads backwards
+                   "then `def f(x): return x*x`",  # lecture 003: the Process/Pool example's two f
+                   "(114.07 + 15.10) / 8 = 16.15"):  # lecture 003: the DataLoader ideal divides the step too
+        assert sum(quoted in text for text in corrections) == 1, quoted
+
+
 # ----------------------------------------------------------------------------- workloads
 
 

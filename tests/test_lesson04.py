@@ -159,3 +159,45 @@ def test_server_arguments_are_validated(tmp_path):
         tensorboard_server.start_tensorboard(tmp_path, timeout=0)
     command = tensorboard_server.tensorboard_command(tmp_path, 6123)
     assert command[1:3] == ["-m", "tensorboard.main"] and command[-4:] == ["--host", "127.0.0.1", "--port", "6123"]
+
+
+# ----------------------------------------------------------------------------- what a run folder holds
+
+def test_event_kinds_counts_graphs_and_summaries_by_plugin(tmp_path):
+    import warnings
+
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # add_graph's torch.jit.trace is deprecated
+        with SummaryWriter(log_dir=tmp_path) as writer:
+            writer.add_scalar("Loss", 1.0, 0)
+            writer.add_scalar("Loss", 0.5, 1)
+            writer.add_histogram("w", torch.arange(4.0), 0)
+            writer.add_graph(torch.nn.Linear(3, 2), torch.zeros(1, 3))
+    # one header per file, 2 plain scalars and 1 histogram (legacy fields, no plugin), the traced graph
+    # and its run metadata
+    assert lesson04.event_kinds(tmp_path) == {"file_version": 1, "graph_def": 1, "summary:histo": 1,
+                                              "summary:simple_value": 2, "tagged_run_metadata": 1}
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        lesson04.event_kinds(tmp_path / "missing")
+
+
+def test_keras_model_graph_reads_the_layer_config(tmp_path):
+    import json
+
+    import tensorflow as tf
+
+    config = {"class_name": "Sequential", "config": {"name": "seq", "layers": [
+        {"class_name": "InputLayer", "config": {"name": "input"}},
+        {"class_name": "Dense", "config": {"name": "dense"}}]}}
+    metadata = tf.compat.v1.SummaryMetadata()
+    metadata.plugin_data.plugin_name = "graph_keras_model"  # what keras.callbacks.TensorBoard(write_graph=True) writes
+    with tf.summary.create_file_writer(str(tmp_path)).as_default():
+        tf.summary.write("keras", tf.constant(json.dumps(config)), step=0, metadata=metadata)
+        tf.summary.scalar("epoch_loss", 1.0, step=0)
+    assert lesson04.keras_model_graph(tmp_path) == [("seq/input", "InputLayer"), ("seq/dense", "Dense")]
+    assert lesson04.event_kinds(tmp_path) == {"file_version": 1, "summary:graph_keras_model": 1, "summary:scalars": 1}
+    with pytest.raises(KeyError, match="no Keras model summary tagged 'model'"):
+        lesson04.keras_model_graph(tmp_path, tag="model")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -60,6 +61,19 @@ def test_find_tpu_reads_environment_and_devices(tmp_path):
     assert lesson06.find_tpu({"TPU_NAME": "my-tpu"}, device_glob=nothing) == "my-tpu"
     (tmp_path / "accel0").touch()
     assert lesson06.find_tpu({}, device_glob=nothing) == "local"
+
+
+def test_tf_config_names_the_cluster_and_this_task():
+    config = json.loads(lesson06.tf_config({"chief": [2222], "worker": [2223, 2224], "ps": [2225]}, "worker", 1))
+    assert config == {"cluster": {"chief": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"],
+                                  "ps": ["127.0.0.1:2225"]},
+                      "task": {"type": "worker", "index": 1}}
+    with pytest.raises(ValueError):
+        lesson06.tf_config({"worker": [2223]}, "ps", 0)  # no such job
+    with pytest.raises(ValueError):
+        lesson06.tf_config({"worker": [2223]}, "worker", 1)  # one worker: index 0 only
+    with pytest.raises(ValueError):
+        lesson06.cluster_spec({"worker": []})
 
 
 PS_SCRIPT = """

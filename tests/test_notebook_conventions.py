@@ -148,3 +148,22 @@ def test_metadata_is_kernelspec_tags_and_slide_types_only(notebook):
     assert set(nb["metadata"]) == {"kernelspec"}
     for cell in nb["cells"]:
         assert set(cell["metadata"]) <= {"tags", "slideshow"}, f"cell {cell.get('id')}: {sorted(cell['metadata'])}"
+
+
+CORRECTION = re.compile(r"> \*\*The lecture says\*\* \(lecture 00[0-3]\): .+?\*\*In fact\*\* .+", re.DOTALL)
+
+
+def test_lecture_corrections_take_one_form_and_a_cell_proves_each(notebook):
+    """A lecture correction (notebook-style.md) is one quote cell naming its deck; the next cell proves it."""
+    _, nb = notebook
+    cells = nb["cells"]
+    for i, cell in enumerate(cells):
+        text = source(cell)
+        if cell["cell_type"] != "markdown" or "The lecture says" not in text:
+            continue
+        form = "> **The lecture says** (lecture 00N): … **In fact** …"
+        assert CORRECTION.fullmatch(text.strip()), f"write it as `{form}`:\n{text}"
+        assert all(line.startswith(">") for line in text.strip().splitlines()), f"one blockquote:\n{text}"
+        following = cells[i + 1] if i + 1 < len(cells) else None
+        assert following is not None and following["cell_type"] == "code" and source(following).strip(), (
+            f"the cell right after a correction demonstrates it:\n{text}")

@@ -41,10 +41,11 @@ def test_the_readme_table_is_generated_from_the_registry():
 
 
 def test_markdown_row_of_a_lesson():
-    first, fourth = lessons.markdown_table().splitlines()[2], lessons.markdown_table().splitlines()[5]
+    first = lessons.markdown_table().splitlines()[2]
     assert first.startswith("| 01 | [`notebooks/01_autograd.ipynb`](notebooks/01_autograd.ipynb) | tensors, dtypes")
-    assert first.endswith("| 15 s | 20 s | optional: adds a GPU matmul timing |")
-    assert fourth.endswith("| 34 s | 13 min 58 s | optional |")  # 838 s
+    assert first.endswith(" | optional: adds a GPU matmul timing |")
+    # times change with every measurement: their format does not
+    assert [lessons._duration(s) for s in (21, 60, 838, None)] == ["21 s", "1 min 00 s", "13 min 58 s", "not measured"]
 
 
 def test_lookup_and_validation():

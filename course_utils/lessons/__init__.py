@@ -77,30 +77,33 @@ LESSONS: tuple[Lesson, ...] = (
            "products, a sigmoid neuron's gradient, XOR",
            "optional: adds a GPU matmul timing", packages=("tensorflow",),
            branches=(Branch("cuda", "adds a matmul timing on the GPU", "GPU matmul timing skipped"),),
-           quick_s=15, full_s=20),
+           quick_s=21, full_s=20),
     Lesson("02", "optimizers", "Optimizers",
            "gradient descent and its variants, learning rates and schedules, momentum to AdamW written from their "
-           "formulas and checked against `torch.optim`, the lecture's MNIST comparison, `foreach`/`fused` steps",
-           "optional: times the optimizer step on the GPU", datasets=("mnist",),
+           "formulas and checked against `torch.optim`, where ε goes in PyTorch and Keras, sparse features, the "
+           "lecture's MNIST comparison at its scale (full profile) and why SGD stalls, `foreach`/`fused` steps",
+           "optional: times the optimizer step on the GPU", datasets=("mnist",), packages=("tensorflow", "keras"),
            branches=(Branch("cuda", "Adam step timings on the GPU too", "Adam step timings on the CPU only"),),
-           quick_s=19, full_s=194),
+           quick_s=30, full_s=194),
     Lesson("03", "multiprocessing", "Multiprocessing and the DataLoader",
-           "threads vs processes and the GIL, start methods, shared-memory tensors, `Dataset`/`DataLoader` and "
-           "samplers, the worker-count experiment against the ideal, prefetching, disk reads",
+           "threads (`threading.local`, daemon threads) vs processes and the GIL, start methods, OS shared memory "
+           "and shared tensors, `Dataset`/`DataLoader` and samplers, the worker-count experiment against the "
+           "ideal (the lecture's table too), prefetching, disk reads",
            "optional: times `pin_memory`", datasets=("fashion_mnist",),
            branches=(Branch("two_cores", "process speedups checked", "speedups that need 2 cores explained, not "
                                                                      "checked"),
                      Branch("cuda", "times pin_memory copies to the GPU", "pin_memory timing skipped")),
-           quick_s=44, full_s=234),
+           quick_s=56, full_s=234),
     Lesson("04", "tensorboard", "TensorBoard and hyper-parameter sweeps",
            "`SummaryWriter` logging, a learning-rate × batch-size × shuffle sweep, HParams read back from the event "
            "files, Keras TensorBoard callback", "optional", datasets=("fashion_mnist",),
            packages=("tensorflow", "keras", "tensorboard"),
            branches=(Branch("cuda", "the sweep trains on the GPU", "the sweep trains on the CPU"),),
-           quick_s=34, full_s=838),
+           quick_s=35, full_s=838),
     Lesson("05", "distributed_pytorch", "Distributed PyTorch: DataParallel, model parallel and DDP",
            "`DataParallel`, model parallel, GPipe pipelining, DDP with `torchrun` on one and two \"nodes\" (gloo), "
-           "Slurm ([`05_slurm_ddp.sbatch`](notebooks/05_slurm_ddp.sbatch)), scaling and failures",
+           "rank and local rank, `mp.spawn`, Slurm ([`05_slurm_ddp.sbatch`](notebooks/05_slurm_ddp.sbatch)), scaling "
+           "and failures",
            "optional: NCCL and multi-GPU paths when present", datasets=("mnist",),
            branches=(Branch("nccl_2_gpus", "DDP with NCCL, one process per GPU; DataParallel and the 2-stage model on "
                                            "2 GPUs", "DDP with gloo on 2 CPU processes; DataParallel and both model-"
@@ -108,22 +111,23 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("nccl_4_gpus", "DDP + model parallel with NCCL on 4 GPUs",
                             "DDP + model parallel with gloo on CPU processes")),
            needs=("gloo",),
-           quick_s=49, full_s=180),
+           quick_s=57, full_s=180),
     Lesson("06", "tf_distribute", "tf.distribute and the Keras functional API",
            "`MirroredStrategy` on logical devices, `MultiWorkerMirroredStrategy` on two local workers, "
-           "`ParameterServerStrategy`, `CentralStorageStrategy`, TPU detection, the Keras functional two-head model",
+           "`ParameterServerStrategy`, synchronous `CentralStorageStrategy`, `TF_CONFIG`, cross-replica sums and TPU "
+           "detection, the Keras functional two-head model",
            "optional: mirrored sections use GPUs when present", datasets=("mnist",), packages=("tensorflow", "keras"),
            branches=(Branch("tf_2_gpus", "MirroredStrategy on 2 GPUs (NcclAllReduce included)",
                             "MirroredStrategy on 2 logical CPU devices"),
                      Branch("tpu", "TPUStrategy on the TPU", "TPUStrategy skipped (detected, explained)")),
-           quick_s=47, full_s=540),
+           quick_s=56, full_s=540),
     Lesson("07", "quantization", "Quantization",
            "affine int8 by hand, dynamic and static PTQ, QAT, torchao `quantize_`; size, latency and accuracy "
            "measured; the x86 and qnnpack (ARM) engines compared", "not used (int8 kernels are CPU kernels)",
            datasets=("fashion_mnist",), packages=("torchao",),
            branches=(Branch("x86_int8", "int8 on the x86 engine: its speedups are checked",
                             "int8 on another engine: speedups reported, not checked"),),
-           needs=("int8_engine",), quick_s=19, full_s=208),
+           needs=("int8_engine",), quick_s=18, full_s=208),
     Lesson("08", "pruning", "Pruning",
            "unstructured, structured and global pruning, masks and hooks, iterative pruning with fine-tuning, what "
            "sparsity buys in size and latency", "optional: adds GPU latencies", datasets=("fashion_mnist",),

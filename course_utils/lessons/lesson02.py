@@ -14,8 +14,7 @@ The exercise checks of the lesson follow its plumbing.
 from __future__ import annotations
 
 import copy
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.checks import NO_ANSWER, CheckResult, check_numbers
-from course_utils.training import accuracy, train_classifier
 
 UpdateRule = Callable[[torch.Tensor, torch.Tensor, dict[str, Any], int], None]
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -120,33 +118,110 @@ def check_problem(seed: int = 0, *, n_batches: int = 4, batch_size: int = 32, n_
     return model, batches
 
 
-@dataclass(frozen=True)
-class TrainResult:
-    """One training run: the loss of every mini-batch, the training wall time, the test accuracy."""
+# ---------------------------------------- many optimizers, one network, side by side
 
-    losses: tuple[float, ...]
-    seconds: float
-    test_accuracy: float
+class SideBySide(nn.Module):
+    """K copies of one multilayer perceptron, trained side by side: one forward and one backward for all K.
 
-    def final_loss(self, window: int = 20) -> float:
-        """Mean training loss over the last ``window`` steps (single mini-batch losses are noisy)."""
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}.")
-        tail = self.losses[-window:]
-        return sum(tail) / len(tail)
+    Built from K ``nn.Sequential`` of the same architecture (``Flatten``, then ``Linear`` layers with elementwise
+    activations between them), whose weights it copies. The K first layers are one ``Linear(in, K·out)``
+    (the mini-batch is the same for all copies, so that is one matrix product); each later layer applies K
+    independent weight matrices with one batched product (``torch.baddbmm``). Nothing mixes copies, so the
+    gradient of the *sum* of the K losses with respect to copy k's weights is copy k's own gradient.
+
+    ``run_parameters(k)`` are copy k's weights and biases with ``nn.Linear``'s shapes, as views into the
+    stacked tensors: give them to copy k's optimizer, call :meth:`split_grads` after ``backward()``, and each
+    optimizer steps its own copy in place. :attr:`preactivations` keeps each layer's pre-activations
+    ``(K, batch, out)`` from the last forward (detached), for measurements.
+    """
+
+    def __init__(self, models: Sequence[nn.Module]) -> None:
+        super().__init__()
+        if not models:
+            raise ValueError("need at least one model.")
+        plans = [self._layers(m) for m in models]
+        if any([(lin.weight.shape, type(act)) for lin, act in plan] != [(lin.weight.shape, type(act))
+                                                                         for lin, act in plans[0]]
+               for plan in plans):
+            raise ValueError("all models must have the same architecture.")
+        self.k = len(models)
+        self.weights = nn.ParameterList(nn.Parameter(torch.stack([plan[i][0].weight.detach() for plan in plans]))
+                                        for i in range(len(plans[0])))
+        self.biases = nn.ParameterList(nn.Parameter(torch.stack([plan[i][0].bias.detach() for plan in plans]))
+                                       for i in range(len(plans[0])))
+        self.activations = [copy.deepcopy(act) for _, act in plans[0]]
+        self._runs = [[t.detach()[k].requires_grad_() for pair in zip(self.weights, self.biases) for t in pair]
+                      for k in range(self.k)]
+        self.preactivations: list[torch.Tensor] = []
+
+    @staticmethod
+    def _layers(model: nn.Module) -> list[tuple[nn.Linear, nn.Module | None]]:
+        layers: list[tuple[nn.Linear, nn.Module | None]] = []
+        for module in model.children() if isinstance(model, nn.Sequential) else [model]:
+            if isinstance(module, nn.Flatten) and not layers:
+                continue
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                layers.append((module, None))
+            elif layers and layers[-1][1] is None and not isinstance(module, nn.Linear | nn.Flatten):
+                layers[-1] = (layers[-1][0], module)
+            else:
+                raise ValueError(f"expected Flatten, then Linear layers (with bias) and one activation after each, "
+                                 f"got {module}.")
+        if not layers:
+            raise ValueError("the model has no Linear layer.")
+        return layers
+
+    def run_parameters(self, k: int) -> list[torch.Tensor]:
+        """Copy k's parameters (weight, bias of each layer, as in ``nn.Sequential.parameters()``): views into
+        the stacked tensors."""
+        return self._runs[k]
+
+    def split_grads(self) -> None:
+        """After ``backward()``: give each copy's parameters their slice of the stacked gradients."""
+        stacked = [t for pair in zip(self.weights, self.biases) for t in pair]
+        for k, run in enumerate(self._runs):
+            for param, big in zip(run, stacked):
+                param.grad = None if big.grad is None else big.grad[k]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``(K, batch, classes)`` of the K copies on the same inputs ``x``."""
+        h = x.flatten(1)
+        self.preactivations = []
+        for i, (w, b, act) in enumerate(zip(self.weights, self.biases, self.activations)):
+            if i == 0:   # shared input: one Linear(in, K·out)
+                z = F.linear(h, w.flatten(0, 1), b.flatten()).unflatten(1, (self.k, -1)).transpose(0, 1)
+            else:        # K inputs, K matrices: one batched product
+                z = torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+            self.preactivations.append(z.detach())
+            h = z if act is None else act(z)
+        return h
 
 
-def train_and_evaluate(model: nn.Module, optimizer: torch.optim.Optimizer, train: Batch, test: Batch, *,
-                       epochs: int, batch_size: int = 128, seed: int = 0,
-                       loss_fn: LossFn = F.cross_entropy) -> TrainResult:
-    """Train with :func:`course_utils.training.train_classifier` (one ``optimizer.step()`` per
-    mini-batch, a new seeded order each epoch), timing it, then measure the test accuracy.
-    The time excludes the test evaluation."""
-    start = time.perf_counter()
-    losses = train_classifier(model, *train, optimizer=optimizer, epochs=epochs, batch_size=batch_size,
-                              seed=seed, loss_fn=loss_fn)
-    seconds = time.perf_counter() - start
-    return TrainResult(tuple(losses), seconds, accuracy(model, *test))
+def minibatches(n: int, batch_size: int, steps: int, *, seed: int = 0) -> Iterator[torch.Tensor]:
+    """``steps`` index tensors of exactly ``batch_size`` examples out of ``n``: each epoch a new order from a
+    generator seeded with ``seed``; the last incomplete batch of an epoch is dropped."""
+    if not 1 <= batch_size <= n or steps < 1:
+        raise ValueError(f"need 1 <= batch_size <= n and steps >= 1, got n={n}, batch_size={batch_size}, "
+                         f"steps={steps}.")
+    generator, per_epoch = torch.Generator().manual_seed(seed), n // batch_size
+    for step in range(steps):
+        if step % per_epoch == 0:
+            order = torch.randperm(n, generator=generator)
+        start = (step % per_epoch) * batch_size
+        yield order[start:start + batch_size]
+
+
+@torch.no_grad()
+def side_by_side_eval(runs: SideBySide, x: torch.Tensor, y: torch.Tensor, *,
+                      chunk: int = 5000) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy and accuracy of each of the K copies on ``(x, y)``: two tensors of shape ``(K,)``."""
+    loss, correct = torch.zeros(runs.k, dtype=torch.float64), torch.zeros(runs.k, dtype=torch.float64)
+    for i in range(0, len(x), chunk):
+        logits, labels = runs(x[i:i + chunk]), y[i:i + chunk]
+        loss += F.cross_entropy(logits.flatten(0, 1), labels.repeat(runs.k), reduction="none"
+                                ).view(runs.k, -1).sum(1).double()
+        correct += (logits.argmax(-1) == labels).sum(1).double()
+    return loss / len(x), correct / len(x)
 
 
 # ---------------------------------------- exercise checks

@@ -5,6 +5,7 @@ API); these helpers only read them back::
 
     scalars = read_scalars("scratch/04/runs")     # one row per (run, tag, step)
     table = read_hparams("scratch/04/runs")       # the HPARAMS table: one row per run
+    kinds = event_kinds("scratch/04/graph_demo")  # what a run folder's event files hold, by kind
 
 Reading uses TensorBoard's own event reader
 (:class:`tensorboard.backend.event_processing.event_accumulator.EventAccumulator`), one run folder
@@ -15,8 +16,10 @@ The exercise checks of the lesson follow its plumbing.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.backend.event_processing import event_accumulator, event_file_loader
+from tensorboard.plugins.graph import keras_util
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 from torch import nn
@@ -142,6 +146,50 @@ def read_hparams(logdir: Path | str) -> pd.DataFrame:
             metric_run = run if not group else (Path(run) / group).as_posix()
             row[tag if not group else f"{group}/{tag}"] = last.get((metric_run, tag), np.nan)
     return pd.DataFrame.from_dict(sessions, orient="index").rename_axis("run")
+
+
+def event_kinds(folder: Path | str) -> dict[str, int]:
+    """What the event files directly in ``folder`` (one run) hold, counted by kind of event.
+
+    An event is a ``graph_def`` (an op graph, as ``SummaryWriter.add_graph`` writes it), a
+    ``tagged_run_metadata``, a ``file_version`` header, or a summary: summaries are counted per
+    plugin as ``summary:<plugin>`` (``scalars``, ``histograms``, ``hparams``, ``graph_keras_model`` ...),
+    or by their field where they name no plugin (PyTorch's ``add_scalar``, ``add_histogram`` and
+    ``add_image`` write ``summary:simple_value``, ``summary:histo`` and ``summary:image``). The events are
+    counted as written, before TensorBoard's loader upgrades legacy kinds to plugin summaries.
+
+    Returns:
+        ``{kind: number of events or summary values}``, sorted by kind.
+    """
+    kinds: Counter[str] = Counter()
+    for path in sorted(_existing_dir(folder).glob(f"*{EVENT_FILE_MARKER}*")):
+        for event in event_file_loader.LegacyEventFileLoader(str(path)).Load():  # as written, not upgraded
+            what = event.WhichOneof("what")
+            if what != "summary":
+                kinds[what] += 1
+                continue
+            for value in event.summary.value:
+                plugin = value.metadata.plugin_data.plugin_name or value.WhichOneof("value")
+                kinds[f"summary:{plugin}"] += 1
+    return dict(sorted(kinds.items()))
+
+
+def keras_model_graph(folder: Path | str, tag: str = "keras") -> list[tuple[str, str]]:
+    """The conceptual graph that TensorBoard's GRAPHS dashboard draws from a Keras model summary.
+
+    ``keras.callbacks.TensorBoard(write_graph=True)`` writes the model's JSON configuration under
+    ``tag`` (plugin ``graph_keras_model``); TensorBoard turns it into one node per layer with
+    ``keras_util.keras_model_to_graph_def``, as done here.
+
+    Returns:
+        ``[(node name, Keras class), ...]`` in the order of the layers.
+    """
+    acc = _load(_existing_dir(folder))
+    if tag not in _plugin_content(acc, "graph_keras_model"):
+        raise KeyError(f"{str(folder)!r} holds no Keras model summary tagged {tag!r}.")
+    config = json.loads(tensor_util.make_ndarray(acc.Tensors(tag)[-1].tensor_proto).item())
+    graph = keras_util.keras_model_to_graph_def(config)
+    return [(node.name, node.attr["keras_class"].s.decode()) for node in graph.node]
 
 
 # ----------------------------------------------------------------------------- plots of a sweep

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
+import torch.ao.quantization as tq
 from torch import nn
 
 from course_utils.checks import CheckResult, check_numbers
@@ -56,8 +57,6 @@ def _quietly() -> Iterator[None]:
 
 def check_qparams(answer: Sequence[float] | None) -> CheckResult:
     """Exercise 1: ``(scale, zero_point)`` that maps the range ``RANGE`` onto quint8 ``[0, 255]``."""
-    import torch.ao.quantization as tq
-
     with _quietly():
         observer = tq.MinMaxObserver(dtype=torch.quint8)
         observer(torch.tensor(RANGE))
@@ -77,9 +76,11 @@ def check_int8_bytes(answer: Sequence[int] | None) -> CheckResult:
     in_features, out_features = LAYER
     weight = nn.Linear(in_features, out_features).weight.detach()
     fp32_bytes = weight.numel() * weight.element_size()
-    scales = weight.abs().amax(dim=1).double() / 127
     with _quietly():
-        q = torch.quantize_per_channel(weight, scales, torch.zeros(out_features, dtype=torch.long), 0, torch.qint8)
+        observer = tq.default_per_channel_weight_observer()  # the weight observer of the x86 qconfig
+        observer(weight)
+        scales, zero_points = observer.calculate_qparams()
+        q = torch.quantize_per_channel(weight, scales.double(), zero_points.long(), 0, torch.qint8)
     parts = [q.int_repr(), q.q_per_channel_scales(), q.q_per_channel_zero_points()]
     int8_bytes = sum(t.numel() * t.element_size() for t in parts)
     return check_numbers(
@@ -101,8 +102,6 @@ def exercise_model() -> nn.Module:
 def check_dynamic_converted(answer: int | None) -> CheckResult:
     """Exercise 3: how many modules of :func:`exercise_model` does
     ``quantize_dynamic(model, {nn.Linear, nn.Conv2d}, dtype=torch.qint8)`` replace?"""
-    import torch.ao.quantization as tq
-
     model = exercise_model()
     with _quietly():
         quantized = tq.quantize_dynamic(model, {nn.Linear, nn.Conv2d}, dtype=torch.qint8)
@@ -111,5 +110,7 @@ def check_dynamic_converted(answer: int | None) -> CheckResult:
     return check_numbers(
         answer, [len(changed)], names=["modules replaced"],
         why=[f"only the {len(changed)} Linear layers ({', '.join(changed)}) are replaced; the {n_conv} "
-             "Conv2d layers have no dynamic quantized version, so naming nn.Conv2d in the set changes nothing"],
+             "Conv2d layers are not in quantize_dynamic's default mapping (torch.ao.nn.quantized.dynamic.Conv2d "
+             "exists, but only a mapping= that names it converts a convolution), so naming nn.Conv2d in the set "
+             "changes nothing"],
     )
