@@ -77,14 +77,14 @@ LESSONS: tuple[Lesson, ...] = (
            "products, a sigmoid neuron's gradient, XOR",
            "optional: adds a GPU matmul timing", packages=("tensorflow",),
            branches=(Branch("cuda", "adds a matmul timing on the GPU", "GPU matmul timing skipped"),),
-           quick_s=21, full_s=20),
+           quick_s=21, full_s=17),
     Lesson("02", "optimizers", "Optimizers",
            "gradient descent and its variants, learning rates and schedules, momentum to AdamW written from their "
            "formulas and checked against `torch.optim`, where ε goes in PyTorch and Keras, sparse features, the "
            "lecture's MNIST comparison at its scale (full profile) and why SGD stalls, `foreach`/`fused` steps",
            "optional: times the optimizer step on the GPU", datasets=("mnist",), packages=("tensorflow", "keras"),
            branches=(Branch("cuda", "Adam step timings on the GPU too", "Adam step timings on the CPU only"),),
-           quick_s=30, full_s=194),
+           quick_s=30, full_s=432),
     Lesson("03", "multiprocessing", "Multiprocessing and the DataLoader",
            "threads (`threading.local`, daemon threads) vs processes and the GIL, start methods, OS shared memory "
            "and shared tensors, `Dataset`/`DataLoader` and samplers, the worker-count experiment against the "
@@ -93,13 +93,13 @@ LESSONS: tuple[Lesson, ...] = (
            branches=(Branch("two_cores", "process speedups checked", "speedups that need 2 cores explained, not "
                                                                      "checked"),
                      Branch("cuda", "times pin_memory copies to the GPU", "pin_memory timing skipped")),
-           quick_s=56, full_s=234),
+           quick_s=56, full_s=205),
     Lesson("04", "tensorboard", "TensorBoard and hyper-parameter sweeps",
            "`SummaryWriter` logging, a learning-rate × batch-size × shuffle sweep, HParams read back from the event "
            "files, Keras TensorBoard callback", "optional", datasets=("fashion_mnist",),
            packages=("tensorflow", "keras", "tensorboard"),
            branches=(Branch("cuda", "the sweep trains on the GPU", "the sweep trains on the CPU"),),
-           quick_s=35, full_s=838),
+           quick_s=35, full_s=801),
     Lesson("05", "distributed_pytorch", "Distributed PyTorch: DataParallel, model parallel and DDP",
            "`DataParallel`, model parallel, GPipe pipelining, DDP with `torchrun` on one and two \"nodes\" (gloo), "
            "rank and local rank, `mp.spawn`, Slurm ([`05_slurm_ddp.sbatch`](notebooks/05_slurm_ddp.sbatch)), scaling "
@@ -111,7 +111,7 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("nccl_4_gpus", "DDP + model parallel with NCCL on 4 GPUs",
                             "DDP + model parallel with gloo on CPU processes")),
            needs=("gloo",),
-           quick_s=57, full_s=180),
+           quick_s=57, full_s=122),
     Lesson("06", "tf_distribute", "tf.distribute and the Keras functional API",
            "`MirroredStrategy` on logical devices, `MultiWorkerMirroredStrategy` on two local workers, "
            "`ParameterServerStrategy`, synchronous `CentralStorageStrategy`, `TF_CONFIG`, cross-replica sums and TPU "
@@ -120,19 +120,19 @@ LESSONS: tuple[Lesson, ...] = (
            branches=(Branch("tf_2_gpus", "MirroredStrategy on 2 GPUs (NcclAllReduce included)",
                             "MirroredStrategy on 2 logical CPU devices"),
                      Branch("tpu", "TPUStrategy on the TPU", "TPUStrategy skipped (detected, explained)")),
-           quick_s=56, full_s=540),
+           quick_s=56, full_s=324),
     Lesson("07", "quantization", "Quantization",
            "affine int8 by hand, dynamic and static PTQ, QAT, torchao `quantize_`; size, latency and accuracy "
            "measured; the x86 and qnnpack (ARM) engines compared", "not used (int8 kernels are CPU kernels)",
            datasets=("fashion_mnist",), packages=("torchao",),
            branches=(Branch("x86_int8", "int8 on the x86 engine: its speedups are checked",
                             "int8 on another engine: speedups reported, not checked"),),
-           needs=("int8_engine",), quick_s=18, full_s=208),
+           needs=("int8_engine",), quick_s=18, full_s=158),
     Lesson("08", "pruning", "Pruning",
            "unstructured, structured and global pruning, masks and hooks, iterative pruning with fine-tuning, what "
            "sparsity buys in size and latency", "optional: adds GPU latencies", datasets=("fashion_mnist",),
            branches=(Branch("cuda", "latencies on the GPU too", "latencies on the CPU only"),),
-           quick_s=13, full_s=114),
+           quick_s=13, full_s=91),
     Lesson("09", "mixed_precision", "Mixed precision",
            "fp32/fp16/bf16/fp8 formats, Apex to `torch.amp`, autocast op lists, loss scaling and `GradScaler`, AMP "
            "training, Keras mixed-precision policies", "recommended: fp16 + `GradScaler` speedups need a GPU",
@@ -141,7 +141,7 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("native_bf16", "bf16 autocast on the CPU with native kernels: the mixed run trains all "
                                            "epochs", "bf16 autocast on the CPU is emulated (slower than fp32): the "
                                                      "mixed run is kept to one epoch")),
-           quick_s=14, full_s=65),
+           quick_s=14, full_s=39),
 )
 
 
