@@ -60,34 +60,16 @@ test: venv browser
 doctor: venv
 	"$(BIN)/python" -m course_utils doctor $(DOCTOR_ARGS)
 
-# Kernels started by nbconvert capture what C libraries write to the process's stdout/stderr (TensorFlow's
-# C++ log lines, for example); nbval's kernels do not (ipykernel skips it under pytest). Executed the same
-# way as nbval runs them, the committed outputs hold only what nbval can compare.
-KERNEL_AS_NBVAL := --ExecutePreprocessor.extra_arguments='["--IPKernelApp.capture_fd_output=False"]'
-# The notebook metadata policy (CONTRIBUTING.md): a notebook keeps its kernelspec, a cell its tags and
-# slide type; no execution timestamps, no Python version, nothing a re-run would change.
-CLEAN_METADATA := --ClearMetadataPreprocessor.enabled=True --ClearMetadataPreprocessor.preserve_nb_metadata_mask='["kernelspec"]' \
-  --ClearMetadataPreprocessor.preserve_cell_metadata_mask='["tags","slideshow"]'
-
-# Re-execute notebooks in place (quick profile) to refresh their committed outputs.
+# Re-execute notebooks in place with the quick profile: their committed outputs (nbval compares them).
+# Run as nbval runs them, with the notebook metadata policy of CONTRIBUTING.md (course_utils/execute.py).
 execute: venv
-	for nb in $(NOTEBOOKS); do \
-	  start=$$(date +%s); \
-	  COURSE_PROFILE=quick "$(BIN)/jupyter" nbconvert --to notebook --execute --inplace $(KERNEL_AS_NBVAL) $(CLEAN_METADATA) \
-	    --ExecutePreprocessor.timeout=900 "$$nb"; \
-	  echo "$$nb: $$(( $$(date +%s) - start )) s (quick)"; \
-	done
+	"$(BIN)/python" -m course_utils execute --profile quick $(NOTEBOOKS)
 
-# Run notebooks with the full profile into build/full/ and record each one's wall time there;
-# the full-profile results quoted in the README come from these executed copies.
+# Run notebooks with the full profile into notebooks/full/, the published lecture-scale results, each with a
+# record of its run (wall time, machine, versions, each cell's seconds). A lesson whose published copy came from
+# its current code is skipped (an interrupted run resumes); FORCE=1 runs it again.
 full: venv
-	mkdir -p build/full
-	for nb in $(NOTEBOOKS); do \
-	  start=$$(date +%s); \
-	  COURSE_PROFILE=full "$(BIN)/jupyter" nbconvert --to notebook --execute $(KERNEL_AS_NBVAL) $(CLEAN_METADATA) \
-	    --ExecutePreprocessor.timeout=7200 --output-dir build/full "$$nb"; \
-	  echo "$$(basename $$nb),$$(( $$(date +%s) - start ))" | tee -a build/full/wall_seconds.csv; \
-	done
+	"$(BIN)/python" -m course_utils execute --profile full $(if $(FORCE),--force) $(NOTEBOOKS)
 
 # Reveal.js slides of every lesson, for instructors, in build/slides/ (open NN_*.slides.html).
 # The decks' JavaScript is fetched once from the npm registry into build/slides/vendor/, so a deck

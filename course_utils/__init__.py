@@ -1,4 +1,4 @@
-"""The course's toolkit: profile, seeding, device, data, timing, claims, plots, processes.
+"""The course's toolkit: profile, seeding, device, data, timing, claims, plots, progress, processes.
 
 A lesson's setup cell calls :func:`setup`; everything else is imported by name::
 
@@ -31,6 +31,7 @@ from course_utils.launch import free_port, free_ports, run_processes, scratch_di
 from course_utils.models import layer_costs, serialized_size
 from course_utils.plotting import plot_curves, set_figure_defaults, show_images
 from course_utils.profile import Profile, get_profile
+from course_utils.progress import keras_verbose, progress
 from course_utils.seeding import seed_everything
 from course_utils.timing import (
     format_bytes,
@@ -78,8 +79,9 @@ __all__ = [
     "ANYWHERE", "ClaimError", "Condition", "CourseEnv", "DataError", "Hardware", "Profile",
     "accuracy", "best_device", "cpu_load", "data_root",
     "dataset_info", "device_name", "expect", "format_bytes", "format_seconds", "free_port",
-    "free_ports", "get_profile", "gpu_count", "layer_costs", "load_numpy", "load_tensors", "measure",
-    "measure_interleaved", "parallel_efficiency", "plot_curves", "run_processes", "scratch_dir", "seed_everything",
+    "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "load_numpy", "load_tensors",
+    "measure", "measure_interleaved", "parallel_efficiency", "plot_curves", "progress", "run_processes", "scratch_dir",
+    "seed_everything",
     "serialized_size", "setup", "show_images", "speedup", "stopwatch", "tf_dataset",
     "torchrun_command", "train_classifier",
 ]

@@ -1,4 +1,4 @@
-"""``python -m course_utils COMMAND``: the course's command line. One command so far, ``doctor``."""
+"""``python -m course_utils COMMAND``: the course's command line: ``doctor`` and ``execute``."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from course_utils import doctor
 
 DOCTOR = ("Print what this machine has (CPU, GPUs, versions, data, network, run profile) and what each lesson "
           "will do on it; exit with 1 when a lesson cannot run.")
+EXECUTE = ("Execute lessons top to bottom: with the quick profile in place (their committed outputs), or with the "
+           "full profile into notebooks/full/ (the published lecture-scale results, skipped when already run on the "
+           "lesson's current code); exit with 1 when a lesson fails.")
 
 
 def _positive_seconds(text: str) -> float:
@@ -36,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="time limit of the network check (default: 3)")
     doctor.add_argument("--no-tensorflow", action="store_true",
                         help="do not import TensorFlow (faster; its GPUs are then not listed)")
+    run = commands.add_parser("execute", help="execute lessons with a run profile and keep their outputs",
+                              description=EXECUTE)
+    run.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK", help="e.g. notebooks/02_optimizers.ipynb")
+    run.add_argument("--profile", choices=("quick", "full"), default="quick", help="run profile (default: quick)")
+    run.add_argument("--force", action="store_true", help="full profile: run lessons whose published copy is current")
     return parser
 
 
@@ -43,13 +52,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command named in ``argv`` (default: ``sys.argv[1:]``) and return its exit status.
 
     Without a command, or with a bad option, print the usage and exit with status 2. ``doctor`` exits with 1
-    when a lesson cannot run on this machine, else 0.
+    when a lesson cannot run on this machine, ``execute`` when a lesson fails, else 0.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error("no command given. Try `python -m course_utils doctor` (checks this machine for the course; "
                      "`--help` lists its options).")
+    if args.command == "execute":
+        from course_utils import execute  # needs Jupyter's nbclient: requirements.txt has it, the package does not
+
+        missing = [str(path) for path in args.notebooks if not path.is_file()]
+        if missing:
+            parser.error(f"no such notebook: {', '.join(missing)}")
+        try:
+            for path in args.notebooks:
+                execute.lesson_number(path)
+        except ValueError as error:
+            parser.error(str(error))
+        return execute.run(args.notebooks, args.profile, force=args.force)
     report = doctor.collect(network=not args.offline, tensorflow=not args.no_tensorflow, timeout=args.timeout)
     print(json.dumps(doctor.to_json(report), indent=2) if args.json else doctor.format_report(report))
     return doctor.exit_status(report)

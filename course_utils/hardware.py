@@ -238,12 +238,15 @@ class CpuLoad:
     seconds: float = math.nan
     other_cores: float = math.nan
 
-    def spare(self, n: int) -> Condition:
-        """At least ``n`` usable cores were free of other processes' work (half a core of slack)."""
+    def spare(self, n: int, slack: float = 0.5) -> Condition:
+        """At least ``n`` usable cores were free of other processes' work, within ``slack`` of a core. A claim
+        that needs every core (its own processes fill them all) passes a smaller slack."""
         if math.isnan(self.other_cores):
             raise RuntimeError("The load is known once the `with cpu_load()` block has ended.")
+        if not 0 <= slack < 1:
+            raise ValueError(f"slack must be in [0, 1) of a core, got {slack!r}.")
         free = self.usable_cores - self.other_cores
-        return Condition(free >= n - 0.5,
+        return Condition(free >= n - slack,
                          f"{n} core{'s were' if n > 1 else ' was'} free of other work during the measurement",
                          f"{free:.1f} of {_cores(self.usable_cores, 'usable')} free ({self.other_cores:.1f} used by "
                          f"other processes)")

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_utils.progress import progress
+
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -70,17 +72,17 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *,
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     batches_per_epoch = math.ceil(len(x) / batch_size)
-    steps_left = max(1, math.ceil(epochs * batches_per_epoch - 1e-9))  # a started batch is trained
+    n_steps = max(1, math.ceil(epochs * batches_per_epoch - 1e-9))  # a started batch is trained
     model.train()
     losses: list[float] = []
-    while steps_left > 0:
-        order = torch.randperm(len(x), generator=generator).to(x.device)
-        for start in range(0, len(x), batch_size)[:steps_left]:
-            idx = order[start:start + batch_size]
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x[idx]), y[idx])
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-        steps_left -= batches_per_epoch
+    for step in progress(range(n_steps), desc=f"training {epochs:g} epochs", unit="step"):
+        batch = step % batches_per_epoch
+        if batch == 0:  # every epoch visits the data in a new order
+            order = torch.randperm(len(x), generator=generator).to(x.device)
+        idx = order[batch * batch_size:(batch + 1) * batch_size]
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x[idx]), y[idx])
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
     return losses

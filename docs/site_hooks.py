@@ -1,5 +1,5 @@
-"""mkdocs hooks for the course site: the home page is the README's introduction and the notebook table of
-the registry of lessons (course_utils.lessons), with the README's notes on it."""
+"""mkdocs hooks for the course site: the home page is the README's introduction, the notebook table of the
+registry of lessons (course_utils.lessons) with the README's notes on it, and the README's full-profile section."""
 
 from __future__ import annotations
 
@@ -15,15 +15,21 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 REPO_BLOB = "https://github.com/hpml-course/accelerated-deep-learning/blob/main/"
 
 
+def _section(readme: str, title: str) -> str:
+    """The text of the README's section ``## title``, up to the next section."""
+    return readme.split(f"\n## {title}\n\n", 1)[1].split("\n## ", 1)[0]
+
+
 def home_page(readme: str) -> str:
-    """The README's title and introduction, the registry's notebook table and the README's notes under it.
-    Links to notebooks point at their pages (which sit where the notebooks sit); other relative links point
-    at the file on GitHub."""
+    """The README's title and introduction, the registry's notebook table with the README's notes under it, and
+    the README's section on the full profile. Links to notebooks (lessons and their published full-profile runs)
+    point at their pages, which sit where the notebooks sit; other relative links point at the file on GitHub."""
     intro = readme.split("\n## ", 1)[0]
-    notes = readme.split("\n## Notebooks\n\n", 1)[1].split("\n## ", 1)[0].split("\n\n", 1)[1]
-    text = f"{intro}\n## Notebooks\n\n{markdown_table()}\n\n{notes}"
-    text = re.sub(r"\]\(notebooks/(\d\d_\w+\.ipynb)\)", r"](\1)", text)
-    return re.sub(r"\]\((?!https?://|#|\d\d_\w+\.ipynb\))([^)]+)\)", rf"]({REPO_BLOB}\1)", text)
+    notes = _section(readme, "Notebooks").split("\n\n", 1)[1]
+    full = _section(readme, "The full profile")
+    text = f"{intro}\n## Notebooks\n\n{markdown_table()}\n\n{notes}\n## The full profile\n\n{full}"
+    text = re.sub(r"\]\(notebooks/((?:full/)?\d\d_\w+\.ipynb)\)", r"](\1)", text)
+    return re.sub(r"\]\((?!https?://|#|(?:full/)?\d\d_\w+\.ipynb\))([^)]+)\)", rf"]({REPO_BLOB}\1)", text)
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:

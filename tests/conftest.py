@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# nbval compares every cell's output with the committed one: the kernels it starts inherit this environment and
+# show no progress bars (course_utils.progress).
+os.environ["COURSE_PROGRESS"] = "off"
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 TEMPLATE = REPO / "docs" / "00_template.ipynb"  # the notebook a new lesson starts from (CONTRIBUTING.md)
 
@@ -41,7 +44,7 @@ def write_idx(path: Path, array: np.ndarray) -> None:
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """Remove the variables course_utils reads, so each test sets only what it needs."""
-    for var in ("COURSE_PROFILE", "COURSE_DATA_DIR", "CI"):
+    for var in ("COURSE_PROFILE", "COURSE_DATA_DIR", "COURSE_PROGRESS", "CI"):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 

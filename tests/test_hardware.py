@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from course_utils import hardware
-from course_utils.hardware import AVX2_ONLY_ENV, Hardware, cpu_load
+from course_utils.hardware import AVX2_ONLY_ENV, CpuLoad, Hardware, cpu_load
 
 AVX2_MACHINE = Hardware(isa="AVX2", bf16_flags=(), int8_flags=(), onednn_bf16=False, onednn_cap=None, fbgemm_cap=None,
                         tf_onednn=False, quantized_engine="x86", usable_cores=2, gpus=(), gpu_capability=None)
@@ -120,3 +120,10 @@ def test_the_load_is_known_only_after_the_block():
         with pytest.raises(RuntimeError, match="once the `with cpu_load\\(\\)` block has ended"):
             load.quiet  # noqa: B018
     assert load.spare(1).where == "1 core was free of other work during the measurement"
+
+
+def test_the_slack_of_spare_cores():
+    load = CpuLoad(usable_cores=2, seconds=1.0, other_cores=0.4)
+    assert load.spare(2) and not load.spare(2, slack=0.25) and load.spare(1, slack=0)
+    with pytest.raises(ValueError, match=r"slack must be in \[0, 1\)"):
+        load.spare(1, slack=1)

@@ -40,3 +40,15 @@ def test_each_notebook_is_a_page_with_its_outputs(site, notebook):
     images = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
     assert page.count("data:image/png;base64,") >= images, "every committed plot is on the page"
     assert (site / notebook.stem / notebook.name).is_file(), "the page offers the notebook for download"
+
+
+def test_home_page_links_each_published_full_profile_run(site):
+    home = (site / "index.html").read_text()
+    assert sorted(set(re.findall(r'href="full/(\d\d_\w+)/"', home))) == [nb.stem for nb in NOTEBOOKS]
+    assert 'id="the-full-profile"' in home
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_published_full_profile_run_is_a_page_beside_its_lesson(site, notebook):
+    page = (site / "full" / notebook.stem / "index.html").read_text()
+    assert "Lecture-scale results." in page and "· profile full ·" in page

@@ -58,6 +58,7 @@ class Lesson:
     needs: tuple[str, ...] = ()  # requirements (keys of REQUIREMENTS) without which the lesson cannot run
     quick_s: int | None = None  # measured: `make execute` on the reference machine (README)
     full_s: int | None = None  # measured: `make full` on the reference machine (None: not measured yet)
+    full_scale: str = ""  # what the full profile runs that the quick one does not, and why (README)
 
     def __post_init__(self) -> None:
         unknown = [need for need in self.needs if need not in REQUIREMENTS]
@@ -77,14 +78,20 @@ LESSONS: tuple[Lesson, ...] = (
            "products, a sigmoid neuron's gradient, XOR",
            "optional: adds a GPU matmul timing", packages=("tensorflow",),
            branches=(Branch("cuda", "adds a matmul timing on the GPU", "GPU matmul timing skipped"),),
-           quick_s=21, full_s=17),
+           quick_s=21, full_s=17,
+           full_scale=("the matmul timing at n = 2,048 instead of 512, 20 timed repeats instead of 5 (steadier "
+                       "medians)")),
     Lesson("02", "optimizers", "Optimizers",
            "gradient descent and its variants, learning rates and schedules, momentum to AdamW written from their "
            "formulas and checked against `torch.optim`, where ε goes in PyTorch and Keras, sparse features, the "
            "lecture's MNIST comparison at its scale (full profile) and why SGD stalls, `foreach`/`fused` steps",
            "optional: times the optimizer step on the GPU", datasets=("mnist",), packages=("tensorflow", "keras"),
            branches=(Branch("cuda", "Adam step timings on the GPU too", "Adam step timings on the CPU only"),),
-           quick_s=30, full_s=432),
+           quick_s=30, full_s=432,
+           full_scale=("the lecture's own comparison at its scale: 3 networks × 7 optimizers, 20,000 iterations of "
+                       "batch 128 on all 60,000 MNIST images (≈ 42.7 epochs; quick: 500 iterations on 6,000). The 7 "
+                       "optimizers of a network train side by side in one forward and backward, which keeps the "
+                       "420,000 steps within the budget")),
     Lesson("03", "multiprocessing", "Multiprocessing and the DataLoader",
            "threads (`threading.local`, daemon threads) vs processes and the GIL, start methods, OS shared memory "
            "and shared tensors, `Dataset`/`DataLoader` and samplers, the worker-count experiment against the "
@@ -93,13 +100,20 @@ LESSONS: tuple[Lesson, ...] = (
            branches=(Branch("two_cores", "process speedups checked", "speedups that need 2 cores explained, not "
                                                                      "checked"),
                      Branch("cuda", "times pin_memory copies to the GPU", "pin_memory timing skipped")),
-           quick_s=56, full_s=205),
+           quick_s=56, full_s=205,
+           full_scale=("longer measurements, same experiments: 3 M loop iterations per task instead of 400 k, 64 "
+                       "MiB shared tensors instead of 16, the worker experiment with 64 batches at 20 ms an item "
+                       "instead of 16 at 5 ms, 30 training batches instead of 12, 512 MiB and 20,000 random reads "
+                       "on disk instead of 64 MiB and 4,000")),
     Lesson("04", "tensorboard", "TensorBoard and hyper-parameter sweeps",
            "`SummaryWriter` logging, a learning-rate × batch-size × shuffle sweep, HParams read back from the event "
            "files, Keras TensorBoard callback", "optional", datasets=("fashion_mnist",),
            packages=("tensorflow", "keras", "tensorboard"),
            branches=(Branch("cuda", "the sweep trains on the GPU", "the sweep trains on the CPU"),),
-           quick_s=35, full_s=801),
+           quick_s=35, full_s=801,
+           full_scale=("the sweep: 12 runs (batch 10, 100 and 1,000; quick: 8, without 1,000) of 10 epochs on all "
+                       "60,000 Fashion-MNIST images (quick: 2 epochs on 6,000), and the Keras runs on all of them. "
+                       "Ten epochs keep the 12 runs, the batch-10 ones the longest, within the budget")),
     Lesson("05", "distributed_pytorch", "Distributed PyTorch: DataParallel, model parallel and DDP",
            "`DataParallel`, model parallel, GPipe pipelining, DDP with `torchrun` on one and two \"nodes\" (gloo), "
            "rank and local rank, `mp.spawn`, Slurm ([`05_slurm_ddp.sbatch`](notebooks/05_slurm_ddp.sbatch)), scaling "
@@ -111,7 +125,9 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("nccl_4_gpus", "DDP + model parallel with NCCL on 4 GPUs",
                             "DDP + model parallel with gloo on CPU processes")),
            needs=("gloo",),
-           quick_s=57, full_s=122),
+           quick_s=57, full_s=122,
+           full_scale=("DDP trains on all 60,000 MNIST images for 10 epochs (quick: 6,000 for 2); the DDP "
+                       "throughput benchmark times 40 steps instead of 10")),
     Lesson("06", "tf_distribute", "tf.distribute and the Keras functional API",
            "`MirroredStrategy` on logical devices, `MultiWorkerMirroredStrategy` on two local workers, "
            "`ParameterServerStrategy`, synchronous `CentralStorageStrategy`, `TF_CONFIG`, cross-replica sums and TPU "
@@ -120,19 +136,26 @@ LESSONS: tuple[Lesson, ...] = (
            branches=(Branch("tf_2_gpus", "MirroredStrategy on 2 GPUs (NcclAllReduce included)",
                             "MirroredStrategy on 2 logical CPU devices"),
                      Branch("tpu", "TPUStrategy on the TPU", "TPUStrategy skipped (detected, explained)")),
-           quick_s=56, full_s=324),
+           quick_s=56, full_s=324,
+           full_scale=("every strategy trains on all 60,000 MNIST images for 10 epochs (quick: 6,000 for 2)")),
     Lesson("07", "quantization", "Quantization",
            "affine int8 by hand, dynamic and static PTQ, QAT, torchao `quantize_`; size, latency and accuracy "
            "measured; the x86 and qnnpack (ARM) engines compared", "not used (int8 kernels are CPU kernels)",
            datasets=("fashion_mnist",), packages=("torchao",),
            branches=(Branch("x86_int8", "int8 on the x86 engine: its speedups are checked",
                             "int8 on another engine: speedups reported, not checked"),),
-           needs=("int8_engine",), quick_s=18, full_s=158),
+           needs=("int8_engine",), quick_s=18, full_s=158,
+           full_scale=("the fp32 model trains on all 60,000 Fashion-MNIST images for 10 epochs (quick: 6,000 for "
+                       "2), QAT fine-tunes 3 epochs on half of them (quick: 1), latencies take 81 repeats instead "
+                       "of 21")),
     Lesson("08", "pruning", "Pruning",
            "unstructured, structured and global pruning, masks and hooks, iterative pruning with fine-tuning, what "
            "sparsity buys in size and latency", "optional: adds GPU latencies", datasets=("fashion_mnist",),
            branches=(Branch("cuda", "latencies on the GPU too", "latencies on the CPU only"),),
-           quick_s=13, full_s=91),
+           quick_s=13, full_s=91,
+           full_scale=("the dense model trains on all 60,000 Fashion-MNIST images for 10 epochs (quick: 6,000 for "
+                       "2), each pruning step fine-tunes a whole epoch (quick: half), latencies take 80 repeats "
+                       "instead of 20")),
     Lesson("09", "mixed_precision", "Mixed precision",
            "fp32/fp16/bf16/fp8 formats, Apex to `torch.amp`, autocast op lists, loss scaling and `GradScaler`, AMP "
            "training, Keras mixed-precision policies", "recommended: fp16 + `GradScaler` speedups need a GPU",
@@ -141,7 +164,10 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("native_bf16", "bf16 autocast on the CPU with native kernels: the mixed run trains all "
                                            "epochs", "bf16 autocast on the CPU is emulated (slower than fp32): the "
                                                      "mixed run is kept to one epoch")),
-           quick_s=14, full_s=39),
+           quick_s=14, full_s=39,
+           full_scale=("fp32 and mixed-precision runs on all 60,000 Fashion-MNIST images for 10 epochs (quick: "
+                       "6,000 for 2; where bf16 is emulated the mixed run stays at 1 epoch), 20 timed repeats "
+                       "instead of 5")),
 )
 
 
@@ -163,10 +189,27 @@ def _duration(seconds: int | None) -> str:
     return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
 
 
+def _full_time(entry: Lesson) -> str:
+    """The full-profile time, linked to the published run (``notebooks/full/``) once it is measured."""
+    if entry.full_s is None:
+        return _duration(None)
+    return f"[{_duration(entry.full_s)}](notebooks/full/{entry.notebook})"
+
+
 def markdown_table() -> str:
     """The README's notebook table."""
     rows = ["| # | notebook | topic | quick profile | full profile | GPU |", "|---|---|---|---|---|---|"]
     for entry in LESSONS:
         rows.append(f"| {entry.number} | [`notebooks/{entry.notebook}`](notebooks/{entry.notebook}) | {entry.topics} "
-                    f"| {_duration(entry.quick_s)} | {_duration(entry.full_s)} | {entry.gpu} |")
+                    f"| {_duration(entry.quick_s)} | {_full_time(entry)} | {entry.gpu} |")
+    return "\n".join(rows)
+
+
+def full_profile_table() -> str:
+    """The README's table of what the full profile runs, lesson by lesson, with its measured times and their sum."""
+    rows = ["| # | what the full profile runs (beyond the quick one), and why | full profile |", "|---|---|---|"]
+    rows += [f"| {entry.number} | {entry.full_scale} | {_full_time(entry)} |" for entry in LESSONS]
+    times = [entry.full_s for entry in LESSONS]
+    total = _duration(sum(t for t in times if t is not None)) if None not in times else _duration(None)
+    rows.append(f"| all | the whole course, one lesson after another | {total} |")
     return "\n".join(rows)

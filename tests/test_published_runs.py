@@ -1,0 +1,81 @@
+"""The published lecture-scale runs (notebooks/full/, made by `make full`): executed top to bottom with the full
+profile, without errors, from the lessons' current code, within the time budget, and quoted right in the README."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from conftest import NOTEBOOKS, REPO, load_notebook, source
+from course_utils import execute
+from course_utils.lessons import LESSONS, full_profile_table, lesson
+
+LESSON_BUDGET_S, COURSE_BUDGET_S = 15 * 60, 60 * 60  # on 2 cores
+MAX_IMAGE_BYTES = 150_000
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def published(request: pytest.FixtureRequest):
+    """Each lesson, its published copy's JSON and the record of the run that made it."""
+    path = execute.published_path(request.param)
+    assert path.is_file(), f"no published run of {request.param.name}: run `make full NOTEBOOKS={request.param}`"
+    record = execute.run_record(path)
+    assert record is not None, f"{path} has no metadata.course_run: it was not made by `make full`"
+    return request.param, load_notebook(path), record
+
+
+def test_it_ran_the_lessons_current_code(published):
+    notebook, nb, record = published
+    rerun = f"the published copy is stale: run `make full NOTEBOOKS=notebooks/{notebook.name}` and commit it"
+    assert execute.code_cells(nb) == execute.code_cells(load_notebook(notebook)), f"code cells differ; {rerun}"
+    assert record.source_digest == execute.source_digest(notebook), f"lesson{notebook.name[:2]}.py changed; {rerun}"
+
+
+def test_it_ran_top_to_bottom_with_the_full_profile_and_no_error(published):
+    notebook, nb, record = published
+    code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    assert record.profile == "full" and len(record.cell_seconds) == len(code)
+    assert [cell["execution_count"] for cell in code] == list(range(1, len(code) + 1))
+    errors = [o for cell in code for o in cell["outputs"] if o["output_type"] == "error"]
+    assert not errors, errors[0]["evalue"] if errors else ""
+    setup = "".join(o.get("text", "") for o in code[0]["outputs"])
+    assert "· profile full ·" in setup and f"hardware: {record.hardware}" in setup
+
+
+def test_it_says_what_it_is_at_the_top(published):
+    notebook, nb, record = published
+    banner = nb["cells"][1]
+    assert banner["id"] == execute.BANNER_ID and source(banner) == execute.banner(notebook, record)
+
+
+def test_its_images_are_small(published):
+    _, nb, _ = published
+    sizes = [len(base64.b64decode(o["data"]["image/png"])) for cell in nb["cells"] for o in cell.get("outputs", [])
+             if "image/png" in o.get("data", {})]
+    assert max(sizes, default=0) <= MAX_IMAGE_BYTES
+
+
+def test_the_registry_quotes_its_measured_time(published):
+    notebook, _, record = published
+    assert lesson(notebook.name[:2]).full_s == record.wall_seconds, (
+        f"set full_s={record.wall_seconds} for lesson {notebook.name[:2]} in course_utils/lessons/__init__.py")
+
+
+def test_every_lesson_and_the_course_fit_the_time_budget():
+    times = {entry.number: entry.full_s for entry in LESSONS}
+    assert None not in times.values()
+    assert max(times.values()) <= LESSON_BUDGET_S, times
+    assert sum(times.values()) <= COURSE_BUDGET_S
+
+
+def test_the_readme_says_what_runs_on_which_machine():
+    records = [execute.run_record(execute.published_path(path)) for path in NOTEBOOKS]
+    machines = {(r.machine, r.hardware) for r in records if r is not None}
+    assert len(machines) == 1, f"the published runs come from several machines: {machines}"
+    (machine, hardware), = machines
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("\n## The full profile\n\n", 1)[1].split("\n\n", 1)[1].split("\n\n", 1)[0]
+    assert table == full_profile_table()
+    assert f"{machine} (`{hardware}`)" in readme.replace("\n", " ")
+    assert all(entry.full_scale for entry in LESSONS)
