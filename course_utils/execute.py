@@ -5,7 +5,8 @@ place: the outputs committed in ``notebooks/`` and compared by nbval. With ``--p
 each lesson runs with the full profile into ``notebooks/full/``, the lecture-scale results published beside
 the lessons, and the copy records its run in its metadata (``course_run``): wall time, machine, versions,
 each code cell's seconds and the digest of the code that ran. A lesson whose published copy came from its
-current code is skipped unless forced, so an interrupted ``make full`` resumes where it stopped.
+current code is skipped unless forced (it only takes the lesson's present prose), so an interrupted
+``make full`` resumes where it stopped.
 
 Notebooks run as nbval runs them (their folder as working directory, the kernel's C-level output not
 captured), with progress bars off inside the kernel and one progress bar per lesson on the terminal.
@@ -17,6 +18,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from importlib import metadata as package_metadata
@@ -44,6 +46,7 @@ KERNEL_AS_NBVAL = ["--IPKernelApp.capture_fd_output=False"]
 KEPT_NOTEBOOK_METADATA = ("kernelspec",)
 KEPT_CELL_METADATA = ("tags", "slideshow")
 BANNER_ID = "full-profile-run"
+VERSIONED = {"torch": ("torch",), "tensorflow": ("tensorflow-cpu", "tensorflow"), "keras": ("keras",)}  # distributions
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,8 @@ def is_current(notebook: Path) -> bool:
 
 def _versions() -> dict[str, str]:
     versions = {}
-    for name, dists in (("torch", ("torch",)), ("tensorflow", ("tensorflow-cpu", "tensorflow")), ("keras", ("keras",))):
-        for dist in dists:
+    for name in VERSIONED:
+        for dist in VERSIONED[name]:
             try:
                 versions[name] = package_metadata.version(dist)
                 break
@@ -121,6 +124,12 @@ def clean_metadata(nb: nbformat.NotebookNode) -> None:
     nb.metadata = nbformat.from_dict({k: v for k, v in nb.metadata.items() if k in KEPT_NOTEBOOK_METADATA})
     for cell in nb.cells:
         cell.metadata = nbformat.from_dict({k: v for k, v in cell.metadata.items() if k in KEPT_CELL_METADATA})
+
+
+def _tick(bar: tqdm, stop: threading.Event, every_s: float = 2.0) -> None:
+    """Redraw ``bar`` every few seconds, so that its clock runs during a cell that takes minutes."""
+    while not stop.wait(every_s):
+        bar.refresh()
 
 
 def execute_notebook(notebook: Path, profile: str) -> tuple[nbformat.NotebookNode, list[float]]:
@@ -141,6 +150,7 @@ def execute_notebook(notebook: Path, profile: str) -> tuple[nbformat.NotebookNod
 
     def cell_started(cell: nbformat.NotebookNode, cell_index: int, **_: Any) -> None:
         started[cell_index] = time.perf_counter()
+        bar.set_postfix_str(f"cell {cell_index}", refresh=False)
 
     def cell_executed(cell: nbformat.NotebookNode, cell_index: int, **_: Any) -> None:
         seconds.append(round(time.perf_counter() - started[cell_index], 1))
@@ -152,6 +162,9 @@ def execute_notebook(notebook: Path, profile: str) -> tuple[nbformat.NotebookNod
     environ = {PROFILE_ENV: profile, PROGRESS_ENV: "off"}
     saved = {name: os.environ.get(name) for name in environ}
     os.environ.update(environ)  # the kernel inherits this process's environment
+    ticking = threading.Event()
+    ticker = threading.Thread(target=_tick, args=(bar, ticking), daemon=True)
+    ticker.start()
     try:
         with open(log_dir / f"{notebook.stem}.log", "w") as kernel_stderr:
             client.execute(stderr=kernel_stderr)
@@ -161,6 +174,8 @@ def execute_notebook(notebook: Path, profile: str) -> tuple[nbformat.NotebookNod
               f"the kernel's log {log_dir / notebook.stem}.log.", file=sys.stderr)
         raise
     finally:
+        ticking.set()
+        ticker.join()
         bar.close()
         for name, value in saved.items():
             if value is None:
@@ -173,7 +188,7 @@ def execute_notebook(notebook: Path, profile: str) -> tuple[nbformat.NotebookNod
 
 def banner(notebook: Path, record: RunRecord) -> str:
     """The note at the top of a published copy: what it is, where it ran, how to make it again."""
-    versions = ", ".join(f"{name} {version}" for name, version in record.versions.items())
+    versions = ", ".join(f"{name} {record.versions[name]}" for name in VERSIONED if name in record.versions)
     return (f"> **Lecture-scale results.** This is lesson {lesson_number(notebook)} (`notebooks/{notebook.name}`) "
             f"executed top to bottom with the `full` profile by `make full`, in {record.wall_seconds} s on "
             f"{record.machine} ({record.hardware}; {versions}). Every output below comes from that run; the "
@@ -183,13 +198,37 @@ def banner(notebook: Path, record: RunRecord) -> str:
 
 def publish(notebook: Path, nb: nbformat.NotebookNode, record: RunRecord) -> Path:
     """Write the executed full-profile copy, with its banner and record, to ``notebooks/full/``."""
-    note = nbformat.v4.new_markdown_cell(banner(notebook, record), id=BANNER_ID)
-    nb.cells.insert(1, note)
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(banner(notebook, record), id=BANNER_ID))
     nb.metadata["course_run"] = asdict(record)
     path = published_path(notebook)
     path.parent.mkdir(exist_ok=True)
     nbformat.write(nb, path)
     return path
+
+
+def refresh_prose(notebook: Path) -> bool:
+    """Give a current published copy the lesson's present prose; return whether anything changed.
+
+    The copy's code cells ran the lesson's present code (:func:`is_current`), so its outputs stay; its markdown
+    cells, and every cell's tags and slide types, are taken from the lesson. The copy is then the lesson plus
+    the full profile's outputs.
+    """
+    path = published_path(notebook)
+    record = run_record(path)
+    published = nbformat.read(path, as_version=4)
+    executed = iter([cell for cell in published.cells if cell.cell_type == "code"])
+    lesson_nb = nbformat.read(notebook, as_version=4)
+    for cell in lesson_nb.cells:
+        if cell.cell_type == "code":
+            ran = next(executed)
+            if ran.source != cell.source:
+                raise RuntimeError(f"{path} did not run the present code of {notebook}: run `make full` again.")
+            cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
+    clean_metadata(lesson_nb)
+    if record is None:
+        raise RuntimeError(f"{path} has no record of its run: run `make full` again.")
+    publish(notebook, lesson_nb, record)
+    return nbformat.writes(lesson_nb) != nbformat.writes(published)
 
 
 def run(notebooks: list[Path], profile: str, *, force: bool = False) -> int:
@@ -202,7 +241,9 @@ def run(notebooks: list[Path], profile: str, *, force: bool = False) -> int:
         if profile == "full" and not force and is_current(notebook):
             record = run_record(published_path(notebook))
             assert record is not None
-            print(f"{notebook.name}: published copy is current ({record.wall_seconds} s); FORCE=1 runs it again.")
+            prose = "refreshed from the lesson" if refresh_prose(notebook) else "unchanged"
+            print(f"{notebook.name}: published copy is current ({record.wall_seconds} s), its prose {prose}; "
+                  f"FORCE=1 runs it again.")
             continue
         start = time.perf_counter()
         try:

@@ -97,7 +97,17 @@ def test_a_current_published_copy_is_skipped_and_a_stale_one_is_not(lesson_copy,
 
     monkeypatch.setattr(execute, "execute_notebook", lambda *args: pytest.fail("a current copy was run again"))
     assert execute.run([lesson_copy], "full") == 0
-    assert "08_pruning.ipynb: published copy is current (7 s); FORCE=1 runs it again." in capsys.readouterr().out
+    assert ("08_pruning.ipynb: published copy is current (7 s), its prose unchanged; FORCE=1 runs it again."
+            in capsys.readouterr().out)
+
+    edit_cell(lesson_copy, "markdown", "\nNew prose.")  # prose: the copy takes it, its outputs stay
+    assert execute.run([lesson_copy], "full") == 0
+    assert "(7 s), its prose refreshed from the lesson;" in capsys.readouterr().out
+    lesson_cells = nbformat.read(lesson_copy, as_version=4).cells
+    published_cells = nbformat.read(published, as_version=4).cells
+    assert published_cells[0].source.endswith("\nNew prose.") and len(published_cells) == len(lesson_cells) + 1
+    assert execute.run([lesson_copy], "full") == 0
+    assert "(7 s), its prose unchanged;" in capsys.readouterr().out
 
     edit_cell(lesson_copy, "code", "\nx = 1")
     assert not execute.is_current(lesson_copy)

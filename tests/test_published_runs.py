@@ -32,6 +32,17 @@ def test_it_ran_the_lessons_current_code(published):
     assert record.source_digest == execute.source_digest(notebook), f"lesson{notebook.name[:2]}.py changed; {rerun}"
 
 
+def test_it_is_the_lesson_with_the_full_profiles_outputs(published):
+    notebook, nb, _ = published
+
+    def text(cells):
+        return [(cell["cell_type"], source(cell), cell["metadata"]) for cell in cells]
+
+    lesson_cells = load_notebook(notebook)["cells"]
+    assert text(nb["cells"][:1] + nb["cells"][2:]) == text(lesson_cells), (
+        f"the published copy's prose is not the lesson's: `make full NOTEBOOKS=notebooks/{notebook.name}` takes it")
+
+
 def test_it_ran_top_to_bottom_with_the_full_profile_and_no_error(published):
     notebook, nb, record = published
     code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
@@ -39,7 +50,7 @@ def test_it_ran_top_to_bottom_with_the_full_profile_and_no_error(published):
     assert [cell["execution_count"] for cell in code] == list(range(1, len(code) + 1))
     errors = [o for cell in code for o in cell["outputs"] if o["output_type"] == "error"]
     assert not errors, errors[0]["evalue"] if errors else ""
-    setup = "".join(o.get("text", "") for o in code[0]["outputs"])
+    setup = "".join("".join(o.get("text", "")) for o in code[0]["outputs"])
     assert "· profile full ·" in setup and f"hardware: {record.hardware}" in setup
 
 
