@@ -39,7 +39,7 @@ from course_utils.plotting import DPI
 
 EVENT_FILE_MARKER = "tfevents"
 LIVE_ENV = "COURSE_TENSORBOARD"
-_AUTOMATED_DRIVERS = ("nbconvert", "nbclient", "pytest", "papermill")
+_AUTOMATED_DRIVERS = ("nbconvert", "nbclient", "pytest", "papermill", "course_utils execute")
 # Keep every scalar and tensor point (0 = no limit); images and histograms are not read here.
 _SIZE_GUIDANCE = {event_accumulator.SCALARS: 0, event_accumulator.TENSORS: 0,
                   event_accumulator.HISTOGRAMS: 1, event_accumulator.IMAGES: 1,
@@ -241,8 +241,9 @@ def live_view_allowed() -> tuple[bool, str]:
     """Whether a notebook may start an interactive TensorBoard (``%tensorboard``), and why.
 
     ``$COURSE_TENSORBOARD`` decides when set (``1`` yes, ``0`` no). Otherwise no under CI (``$CI``)
-    or when an automated runner drives the kernel (nbconvert, nbclient, pytest/nbval, papermill:
-    they would leave a server behind and gain nothing), yes for a person in Jupyter or Colab.
+    or when an automated runner drives the kernel (nbconvert, nbclient, pytest/nbval, papermill, the course's
+    ``python -m course_utils execute``: they would leave a server behind and gain nothing), yes for a person
+    in Jupyter or Colab.
     """
     explicit = os.environ.get(LIVE_ENV, "").strip()
     if explicit in ("0", "1"):
