@@ -5,10 +5,15 @@
 # requirements.txt: a changed pin gets a fresh install, an unchanged one reuses the last.
 
 SHELL := /bin/bash
+# GNU make >= 3.82 runs recipes with these flags; Apple's make 3.81 ignores them, so no recipe relies on them.
 .SHELLFLAGS := -eu -o pipefail -c
-PYTHON ?= python3
-PY_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-REQ_HASH := $(shell sha256sum requirements.txt | cut -c1-16)
+# The pinned stack has wheels for Python 3.11 to 3.13 (tests/test_platforms.py). Without PYTHON=..., take the
+# first of python3.11, python3.12, python3.13 on the PATH (3.11 made the stored outputs), else python3.
+SUPPORTED_PYTHONS := 3.11 3.12 3.13
+PYTHON ?= $(firstword $(foreach v,$(SUPPORTED_PYTHONS),$(shell command -v python$(v) 2>/dev/null)) python3)
+PY_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PLATFORM ?= $(shell uname -s)-$(shell uname -m)
+REQ_HASH := $(shell $(PYTHON) -c 'import hashlib; print(hashlib.sha256(open("requirements.txt", "rb").read()).hexdigest()[:16])' 2>/dev/null)
 VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/accelerated-dl/venv-py$(PY_VERSION)-$(REQ_HASH)
 BIN := $(VENV)/bin
 NOTEBOOKS ?= $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
@@ -22,15 +27,29 @@ endif
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
 
-.PHONY: lab test venv venv-path browser doctor execute full slides site screenshots clean-venv
+.PHONY: lab test venv venv-path check-python browser doctor execute full links slides site screenshots clean-venv
 
-$(VENV)/.installed:  # the path holds the hash of requirements.txt: no timestamp rule needed
+# Before pip starts: a Python and a platform that the pinned wheels exist for, or a message that says what to do.
+check-python:
+	@case "$(PLATFORM)" in \
+	  Linux-x86_64|Linux-aarch64|Darwin-arm64) ;; \
+	  Darwin-x86_64) echo "Intel Macs have no wheels of torch 2.14 or TensorFlow 2.21: use Docker or Colab (README)."; exit 1;; \
+	  MINGW*|MSYS*|CYGWIN*|Windows*) echo "On Windows, run the course in WSL2 (README, Windows): this Makefile and lessons 03 and 05 need Linux."; exit 1;; \
+	  *) echo "warning: $(PLATFORM) is not a platform the course is tested on (Linux x86-64/aarch64, macOS arm64); trying.";; \
+	esac
+	@case " $(SUPPORTED_PYTHONS) " in \
+	  *" $(PY_VERSION) "*) ;; \
+	  *) echo "$(PYTHON) is Python $(or $(PY_VERSION),(not found)); the course needs one of Python $(SUPPORTED_PYTHONS) (3.11 made the stored outputs)."; \
+	     echo "Install one (python.org, Homebrew: brew install python@3.11, Debian/Ubuntu: apt install python3.11-venv, or pyenv), then run make again, or name it: make $(or $(MAKECMDGOALS),test) PYTHON=python3.11"; exit 1;; \
+	esac
+
+$(VENV)/.installed: | check-python  # the path holds the hash of requirements.txt: no timestamp rule needed
 	rm -rf "$(VENV)"
 	$(PYTHON) -m venv "$(VENV)"
 	"$(BIN)/python" -m pip install --quiet -r requirements.txt
 	touch "$@"
 
-venv: $(VENV)/.installed
+venv: check-python $(VENV)/.installed
 	"$(BIN)/python" -m pip install --quiet --no-deps --editable .
 
 # Where the virtual environment is: `source $$(make -s venv-path)/bin/activate`.
@@ -81,7 +100,7 @@ SLIDES_JS := reveal.js@4.0.2 requirejs@2.1.10 jquery@2.2.4 mathjax@2.7.7
 $(SLIDES_DIR)/vendor/.fetched:
 	@command -v npm >/dev/null || { echo "make slides needs npm (Node.js) once, to fetch reveal.js and MathJax."; exit 1; }
 	rm -rf "$(@D)" && mkdir -p "$(@D)"
-	for pkg in $(SLIDES_JS); do \
+	set -e; for pkg in $(SLIDES_JS); do \
 	  tarball=$$(cd "$(@D)" && npm pack --silent "$$pkg"); \
 	  mkdir "$(@D)/$${pkg%@*}"; \
 	  tar -xzf "$(@D)/$$tarball" -C "$(@D)/$${pkg%@*}" --strip-components=1; \
@@ -111,6 +130,11 @@ screenshots: venv browser
 	  tests/test_tensorboard_browser.py
 	mkdir -p docs/images
 	cp build/screenshots/jupyterlab.png build/screenshots/tensorboard-hparams.png docs/images/
+
+# After changing REPOSITORY or REF in course_utils/colab.py (a fork, a release tag): rewrite every badge, Colab
+# install line and project URL to match.
+links: venv
+	"$(BIN)/python" -m course_utils links
 
 clean-venv:
 	rm -rf "$(VENV)"

@@ -3,7 +3,7 @@
 A lesson's setup cell calls :func:`setup`; everything else is imported by name::
 
     import course_utils as cu
-    env = cu.setup(seed=0)
+    env = cu.setup("02", seed=0)
 
 What serves one lesson only (its plumbing and its exercise checks) is in
 ``course_utils.lessons.lessonNN``; the registry of lessons is ``course_utils.lessons``; the
@@ -13,6 +13,7 @@ imported here.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +23,7 @@ import torch
 # TensorFlow segfaults. The setup cell imports course_utils first, which fixes the order.
 import torchvision  # noqa: F401  (imported for the side effect above)
 
-from course_utils import hardware
+from course_utils import hardware, lessons, versions
 from course_utils.claims import ANYWHERE, ClaimError, Condition, expect
 from course_utils.data import DataError, data_root, dataset_info, load_numpy, load_tensors, tf_dataset
 from course_utils.device import best_device, device_name, environment_summary, gpu_count
@@ -30,7 +31,7 @@ from course_utils.hardware import Hardware, cpu_load
 from course_utils.launch import free_port, free_ports, run_processes, scratch_dir, torchrun_command
 from course_utils.models import layer_costs, serialized_size
 from course_utils.plotting import plot_curves, set_figure_defaults, show_images
-from course_utils.profile import Profile, get_profile
+from course_utils.profile import PROFILE_ENV, Profile, get_profile
 from course_utils.progress import keras_verbose, progress
 from course_utils.seeding import seed_everything
 from course_utils.timing import (
@@ -57,22 +58,46 @@ class CourseEnv:
     hardware: Hardware
 
 
-def setup(seed: int = 0, device: str | None = None) -> CourseEnv:
+def setup(lesson: str | None = None, *, seed: int = 0, device: str | None = None,
+          profile: str | None = None) -> CourseEnv:
     """Select the run profile, seed everything, pick the device, set the figure defaults, and print
-    a short summary: versions, threads, device and profile; the hardware facts that decide the
-    lessons' measurements (bf16, int8, cores, GPU); and the data root.
+    a short summary: versions, threads, device and profile; how long the lesson took on the reference
+    machine; the hardware facts that decide the lessons' measurements (bf16, int8, cores, GPU); the
+    data root; and a warning when torch, TensorFlow or Keras differ from the versions of the stored outputs.
 
     Args:
+        lesson: the lesson's number (``"02"``), for its reference times in the registry of lessons.
         seed: seed for every random number generator.
         device: force a device (``"cpu"``, ``"cuda"``, ...); default: the best available.
+        profile: ``"quick"`` or ``"full"``; it sets ``$COURSE_PROFILE`` for this kernel and the processes it
+            starts (the way to choose in Colab). Default: ``$COURSE_PROFILE``, else quick under CI, else full.
+
+    Raises:
+        ValueError: for an unknown profile, device or lesson number.
     """
+    if profile is not None:
+        os.environ[PROFILE_ENV] = get_profile(profile).name
     env = CourseEnv(profile=get_profile(), device=best_device(device), seed=seed_everything(seed),
                     hardware=hardware.detect())
+    chosen = _profile_line(env.profile, lesson, chosen=profile is not None)
     set_figure_defaults()
-    print(f"{environment_summary(env.device)} · profile {env.profile.name} · seed {env.seed}")
+    print(f"{environment_summary(env.device)} · seed {env.seed}")
+    print(chosen)
     print(f"hardware: {env.hardware.summary()}")
     print(f"data root: {data_root()}")
+    if warning := versions.drift_warning():
+        print(warning)
     return env
+
+
+def _profile_line(profile: Profile, lesson: str | None, *, chosen: bool) -> str:
+    """Which profile runs and why, and how long the lesson took in each profile on the reference machine."""
+    raw = os.environ.get(PROFILE_ENV, "").strip()
+    why = ("chosen in setup()" if chosen else f"${PROFILE_ENV}={raw}" if raw else
+           "the default under CI" if os.environ.get("CI") else "the default; setup(profile='quick') runs faster")
+    line = f"profile {profile.name} ({why})"
+    times = lessons.reference_times(lesson, profile.name) if lesson is not None else None
+    return f"{line}: {times}" if times else line
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""``python -m course_utils COMMAND``: the course's command line: ``doctor`` and ``execute``."""
+"""``python -m course_utils COMMAND``: the course's command line: ``doctor``, ``execute`` and ``links``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from course_utils import doctor
+from course_utils import colab, doctor
 
 DOCTOR = ("Print what this machine has (CPU, GPUs, versions, data, network, run profile) and what each lesson "
           "will do on it; exit with 1 when a lesson cannot run.")
 EXECUTE = ("Execute lessons top to bottom: with the quick profile in place (their committed outputs), or with the "
            "full profile into notebooks/full/ (the published lecture-scale results, skipped when already run on the "
            "lesson's current code); exit with 1 when a lesson fails.")
+LINKS = ("Point every badge, Colab install line and project URL of this checkout at the repository and ref named in "
+         "course_utils/colab.py (after a fork, or for a release tag); with --check, only list the files that "
+         "disagree and exit with 1 if any does.")
 
 
 def _positive_seconds(text: str) -> float:
@@ -45,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK", help="e.g. notebooks/02_optimizers.ipynb")
     run.add_argument("--profile", choices=("quick", "full"), default="quick", help="run profile (default: quick)")
     run.add_argument("--force", action="store_true", help="full profile: run lessons whose published copy is current")
+    links = commands.add_parser("links", help="point badges and install lines at course_utils/colab.py's repository",
+                                description=LINKS)
+    links.add_argument("--check", action="store_true", help="change nothing; exit with 1 if a file disagrees")
     return parser
 
 
@@ -71,9 +77,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as error:
             parser.error(str(error))
         return execute.run(args.notebooks, args.profile, force=args.force)
+    if args.command == "links":
+        return _links(check=args.check)
     report = doctor.collect(network=not args.offline, tensorflow=not args.no_tensorflow, timeout=args.timeout)
     print(json.dumps(doctor.to_json(report), indent=2) if args.json else doctor.format_report(report))
     return doctor.exit_status(report)
+
+
+def _links(*, check: bool) -> int:
+    root = Path(colab.__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file():
+        print(f"{root} is not a checkout of the course: `links` rewrites the files of a clone (clone, then run it "
+              "there).")
+        return 2
+    files = colab.stale_links(root) if check else colab.write_links(root)
+    where = f"{colab.REPOSITORY}@{colab.REF}"
+    for path in files:
+        print(f"{'disagrees with' if check else 'now points at'} {where}: {path.relative_to(root)}")
+    if not files:
+        print(f"every link points at {where}")
+    return 1 if check and files else 0
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 import torchvision
 
-from course_utils import data, hardware
+from course_utils import data, hardware, versions
 from course_utils.data import DATA_ENV, DATASETS, DataError, dataset_info
 from course_utils.device import device_name, mps_available, package_version
 from course_utils.hardware import AVX2_ONLY_ENV, ENGINE_ENV, Hardware
@@ -38,12 +38,12 @@ from course_utils.lessons.lesson06 import find_tpu
 from course_utils.lessons.lesson09 import TENSOR_CORE_CAPABILITY
 from course_utils.profile import PROFILE_ENV, PROFILES, get_profile
 from course_utils.timing import format_bytes
+from course_utils.versions import DISTRIBUTIONS, same_version
 
 # The packages reported: the course's base, then those the lessons import (the registry's); the distributions
 # that provide one where they differ from its name (the pin is tensorflow-cpu; GPUs need tensorflow[and-cuda]).
 PACKAGES = tuple(dict.fromkeys(["torch", "torchvision", "numpy", "jupyterlab", *(p for e in LESSONS
                                                                                 for p in e.packages)]))
-DISTRIBUTIONS = {"tensorflow": ("tensorflow-cpu", "tensorflow", "tensorflow-macos")}
 PYPI = "pypi.org:443"
 
 
@@ -54,7 +54,7 @@ class Package:
     name: str
     distribution: str | None
     version: str | None
-    pin: str | None  # None: not pinned, or no requirements.txt
+    pin: str | None  # None: not pinned (without requirements.txt: the reference version, if any)
     matches_pin: bool | None  # None: nothing to compare
 
 
@@ -126,11 +126,6 @@ def read_pins(path: Path) -> dict[str, str] | None:
     matches = (re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*==\s*([^\s;#]+)", line)
                for line in path.read_text().splitlines())
     return {_normalize(m.group(1)): m.group(3) for m in matches if m}
-
-
-def same_version(installed: str, pin: str) -> bool:
-    """Equal, ignoring a local build tag (``2.14.1+cu130`` matches ``2.14.1``)."""
-    return installed.split("+")[0] == pin.split("+")[0]
 
 
 def _package(name: str, pins: dict[str, str] | None) -> Package:
@@ -240,6 +235,8 @@ def collect(*, network: bool = True, tensorflow: bool = True, timeout: float = 3
     """
     requirements = requirements or Path(__file__).resolve().parent.parent / "requirements.txt"
     pins = read_pins(requirements)
+    if pins is None:  # no checkout (Colab): compare with the versions the stored outputs were made with
+        pins = {_normalize(name): version for name, version in versions.REFERENCE.items()}
     hw, engine_error = _hardware()
     data_source = (f"from ${DATA_ENV}" if os.environ.get(DATA_ENV, "").strip() else
                    f"default: the course checkout's data/ folder; ${DATA_ENV} is unset" if data.checkout_data_dir()
@@ -265,7 +262,7 @@ def collect(*, network: bool = True, tensorflow: bool = True, timeout: float = 3
         gpu_memory=tuple(int(torch.cuda.get_device_properties(i).total_memory) for i in range(len(hw.gpus))),
         torch_cuda=torch.version.cuda, mps=mps_available(), tf_gpus=tf_gpus, tf_error=tf_error,
         nccl=dist.is_available() and dist.is_nccl_available(), gloo=dist.is_available() and dist.is_gloo_available(),
-        tpu=find_tpu(), requirements=str(requirements) if pins is not None else None,
+        tpu=find_tpu(), requirements=str(requirements) if requirements.is_file() else None,
         packages=tuple(_package(name, pins) for name in PACKAGES),
         data_root=str(root) if root else None, data_source=data_source, data_error=data_error, datasets=datasets,
         network=check_endpoints(endpoints, timeout) if network else None,
@@ -340,7 +337,7 @@ def problems(report: Report) -> list[Problem]:
     offline = r.network is not None and r.network.get(PYPI) != "reachable"
     for p in r.packages:
         if p.version is None and _using(p.name):
-            fix = f"pip install {DISTRIBUTIONS.get(p.name, (p.name,))[0]}" + (f"=={p.pin}" if p.pin else "")
+            fix = f"pip install {versions.to_install(p.name)}" + (f"=={p.pin}" if p.pin else "")
             if offline:
                 fix += " (PyPI is unreachable from here: install from a local wheel folder)"
             found.append(Problem(f"{p.name} is not installed", fix, _using(p.name)))
@@ -349,7 +346,8 @@ def problems(report: Report) -> list[Problem]:
                              "reinstall the pinned version (pip install -r requirements.txt) and import course_utils "
                              "before tensorflow", _using("tensorflow"), "TensorFlow fails to import"))
     if mismatched := [p for p in r.packages if p.matches_pin is False]:
-        found.append(Problem("versions differ from requirements.txt: " + ", ".join(
+        compared = "requirements.txt" if r.requirements else "the versions of the stored outputs"
+        found.append(Problem(f"versions differ from {compared}: " + ", ".join(
             f"{p.name} {p.version} (pinned {p.pin})" for p in mismatched), "the committed outputs come from the "
             "pinned versions; `make lab` builds a virtual environment with exactly those. Numbers may differ", ()))
     if hw.gpus and r.tf_gpus == ():
@@ -438,7 +436,7 @@ def format_report(report: Report) -> str:
         ("RAM", format_bytes(r.ram_bytes))])]
     lines += ["", f"Versions (compared with the pins in {r.requirements})" if r.requirements else
               "Versions (no requirements.txt next to the package, as when it is pip-installed from git in Colab: "
-              "versions not compared with the course's pins)"]
+              "compared with the versions the stored outputs were made with, course_utils.versions)"]
     installed = {p.name: "not installed" if p.version is None else p.version
                  + (f" ({p.distribution})" if p.distribution != p.name else "") for p in r.packages}
     width = max(map(len, installed.values()))

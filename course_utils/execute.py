@@ -30,7 +30,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from tqdm import tqdm
 
-from course_utils import hardware
+from course_utils import colab, hardware
 from course_utils.device import device_name
 from course_utils.lessons import lesson
 from course_utils.profile import PROFILE_ENV, get_profile
@@ -81,9 +81,11 @@ def code_cells(nb: dict[str, Any]) -> list[str]:
 
 
 def source_digest(notebook: Path) -> str:
-    """SHA-256 of what decides a lesson's results: its code cells and its module ``course_utils.lessons.lessonNN``."""
+    """SHA-256 of what decides a lesson's results: its code cells (whatever repository their Colab install line
+    names) and its module ``course_utils.lessons.lessonNN``."""
     module = Path(__file__).resolve().parent / "lessons" / f"lesson{lesson_number(notebook)}.py"
-    digest = hashlib.sha256(json.dumps(code_cells(json.loads(notebook.read_text()))).encode())
+    cells = colab.unlinked(json.dumps(code_cells(json.loads(notebook.read_text()))))
+    digest = hashlib.sha256(cells.encode())
     digest.update(module.read_bytes())
     return digest.hexdigest()
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
+from course_utils import colab
 from course_utils.lessons import markdown_table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-REPO_BLOB = "https://github.com/hpml-course/accelerated-deep-learning/blob/main/"
 
 
 def _section(readme: str, title: str) -> str:
@@ -29,7 +29,15 @@ def home_page(readme: str) -> str:
     full = _section(readme, "The full profile")
     text = f"{intro}\n## Notebooks\n\n{markdown_table()}\n\n{notes}\n## The full profile\n\n{full}"
     text = re.sub(r"\]\(notebooks/((?:full/)?\d\d_\w+\.ipynb)\)", r"](\1)", text)
-    return re.sub(r"\]\((?!https?://|#|(?:full/)?\d\d_\w+\.ipynb\))([^)]+)\)", rf"]({REPO_BLOB}\1)", text)
+    return re.sub(r"\]\((?!https?://|#|(?:full/)?\d\d_\w+\.ipynb\))([^)]+)\)", rf"]({colab.blob_url()}\1)", text)
+
+
+def on_config(config: MkDocsConfig) -> MkDocsConfig:
+    """The repository's links (header and each page's "edit" button) from course_utils.colab."""
+    config.repo_url = colab.REPOSITORY_URL
+    config.repo_name = "GitHub"
+    config.edit_uri = f"blob/{colab.REF}/notebooks/"
+    return config
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from conftest import NOTEBOOKS, REPO, source
 from course_utils import __main__ as cli
-from course_utils import doctor
+from course_utils import doctor, versions
 from course_utils.device import gpu_count, package_version
 from course_utils.hardware import Hardware
 from course_utils.launch import free_port
@@ -239,16 +239,17 @@ def test_unknown_profile_and_bad_data_root_from_the_environment(fake_root: Path,
     assert report.data_root is None and "is not a folder" in (report.data_error or "") and blocked(report) == EVERY
 
 
-def test_without_requirements_txt_versions_are_not_compared(tmp_path: Path, fake_root: Path):
+def test_without_requirements_txt_versions_are_compared_with_the_reference(tmp_path: Path, fake_root: Path):
     report = doctor.collect(network=False, tensorflow=False, requirements=tmp_path / "requirements.txt")
-    assert report.requirements is None and all(p.pin is None and p.matches_pin is None for p in report.packages)
+    pins = {p.name: p.pin for p in report.packages}
+    assert report.requirements is None and pins["torch"] == versions.REFERENCE["torch"] and pins["numpy"] is None
     assert "no requirements.txt next to the package" in doctor.format_report(report)
     assert doctor.exit_status(report) == 0
     pins = tmp_path / "pins.txt"
     pins.write_text("# comment\ntorch==2.14.1\ntensorflow[and-cuda] == 2.21.0 ; sys_platform == 'linux'\n"
                     "Keras_Nightly==3.0\nnumpy>=2\n")
     assert doctor.read_pins(pins) == {"torch": "2.14.1", "tensorflow": "2.21.0", "keras-nightly": "3.0"}
-    assert doctor.same_version("2.14.1+cu130", "2.14.1") and not doctor.same_version("2.14.0", "2.14.1")
+    assert versions.same_version("2.14.1+cu130", "2.14.1") and not versions.same_version("2.14.0", "2.14.1")
 
 
 def test_command_line_json(fake_root: Path):

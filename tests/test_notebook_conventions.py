@@ -16,7 +16,7 @@ from conftest import NOTEBOOKS, TEMPLATE, load_notebook, source
 from course_utils.colab import PIP_SPEC, colab_url
 
 IGNORE = "nbval-ignore-output"
-SETUP_LINES = 18  # at most, non-empty: the Colab guard, the first section's imports, cu.setup(...)
+SETUP_LINES = 20  # at most, non-empty: the Colab guard, the first section's imports, cu.setup(...)
 
 
 @pytest.fixture(params=[*NOTEBOOKS, TEMPLATE], ids=[p.name for p in [*NOTEBOOKS, TEMPLATE]])
@@ -47,13 +47,16 @@ def test_title_badge_and_objectives(notebook):
 
 
 def test_one_setup_cell_first(notebook):
-    _, nb = notebook
+    path, nb = notebook
     cells = code_cells(nb)
     setups = [i for i, c in enumerate(cells) if "cu.setup(" in source(c)]
     assert setups == [0], "exactly one setup cell, the first code cell, calls cu.setup(...)"
     setup = cells[0]
     assert IGNORE in setup["metadata"].get("tags", []), "the setup cell prints the environment: ignore its output"
     assert f'"{PIP_SPEC}"' in source(setup), "the setup cell installs course_utils.colab.PIP_SPEC in Colab"
+    number = path.name[:2]
+    assert f'cu.setup("{number}", seed=0, profile=None)' in source(setup), (
+        "the setup call names its lesson (for the reference times) and shows the profile argument")
     lines = [line for line in source(setup).splitlines() if line.strip()]
     assert len(lines) <= SETUP_LINES, (f"the setup cell has {len(lines)} lines: keep the Colab guard, the imports the "
                                        f"first section needs and cu.setup(...); import the rest where it is used")
@@ -67,12 +70,20 @@ def colab_guard(setup_source: str) -> types.CodeType:
     return compile(ast.Module(body=body[:end + 1], type_ignores=[]), "<setup cell>", "exec")
 
 
+def fake_pip(calls: list, returncode: int = 0):
+    """A stand-in for subprocess.run that records the command and exits with ``returncode``."""
+    def run(args, *_, **__):
+        calls.append(args)
+        return subprocess.CompletedProcess(args, returncode)
+    return run
+
+
 @pytest.mark.parametrize("in_colab, installed, pip_runs", [(False, True, False), (False, False, False),
                                                            (True, False, True), (True, True, False)])
 def test_setup_cell_installs_only_in_colab(notebook, monkeypatch, capsys, in_colab, installed, pip_runs):
     """Run the setup cell's guard for real, in and out of a (simulated) Colab, with pip replaced."""
     calls = []
-    monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: calls.append(args[0]))
+    monkeypatch.setattr(subprocess, "run", fake_pip(calls))
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: real_find_spec(name, *a) if installed or name != "course_utils" else None)
@@ -83,6 +94,18 @@ def test_setup_cell_installs_only_in_colab(notebook, monkeypatch, capsys, in_col
     exec(colab_guard(source(code_cells(notebook[1])[0])), {})
     assert calls == ([[sys.executable, "-m", "pip", "install", "-q", PIP_SPEC]] if pip_runs else [])
     assert capsys.readouterr() == ("", ""), "the guard is silent"
+
+
+def test_a_failed_install_says_what_failed_and_what_to_do(notebook, monkeypatch):
+    monkeypatch.setattr(subprocess, "run", fake_pip([], returncode=1))
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "course_utils"
+                        else real_find_spec(name, *a))
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    with pytest.raises(SystemExit) as stopped:  # IPython shows a SystemExit's message without a traceback
+        exec(colab_guard(source(code_cells(notebook[1])[0])), {})
+    message = str(stopped.value)
+    assert PIP_SPEC in message and "error is above" in message and "github.com" in message and "README" in message
 
 
 def test_closing_sections_in_order(notebook):

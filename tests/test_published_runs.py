@@ -51,7 +51,7 @@ def test_it_ran_top_to_bottom_with_the_full_profile_and_no_error(published):
     errors = [o for cell in code for o in cell["outputs"] if o["output_type"] == "error"]
     assert not errors, errors[0]["evalue"] if errors else ""
     setup = "".join("".join(o.get("text", "")) for o in code[0]["outputs"])
-    assert "· profile full ·" in setup and f"hardware: {record.hardware}" in setup
+    assert "\nprofile full (" in setup and f"hardware: {record.hardware}" in setup
 
 
 def test_it_says_what_it_is_at_the_top(published):

@@ -51,4 +51,4 @@ def test_home_page_links_each_published_full_profile_run(site):
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_each_published_full_profile_run_is_a_page_beside_its_lesson(site, notebook):
     page = (site / "full" / notebook.stem / "index.html").read_text()
-    assert "Lecture-scale results." in page and "· profile full ·" in page
+    assert "Lecture-scale results." in page and "profile full (" in page

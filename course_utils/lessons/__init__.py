@@ -78,7 +78,7 @@ LESSONS: tuple[Lesson, ...] = (
            "products, a sigmoid neuron's gradient, XOR",
            "optional: adds a GPU matmul timing", packages=("tensorflow",),
            branches=(Branch("cuda", "adds a matmul timing on the GPU", "GPU matmul timing skipped"),),
-           quick_s=11, full_s=15,
+           quick_s=12, full_s=16,
            full_scale=("the matmul timing at n = 2,048 instead of 512, 20 timed repeats instead of 5 (steadier "
                        "medians)")),
     Lesson("02", "optimizers", "Optimizers",
@@ -87,7 +87,7 @@ LESSONS: tuple[Lesson, ...] = (
            "lecture's MNIST comparison at its scale (full profile) and why SGD starts slowly, `foreach`/`fused` steps",
            "optional: times the optimizer step on the GPU", datasets=("mnist",), packages=("tensorflow", "keras"),
            branches=(Branch("cuda", "Adam step timings on the GPU too", "Adam step timings on the CPU only"),),
-           quick_s=27, full_s=435,
+           quick_s=25, full_s=417,
            full_scale=("the lecture's own comparison at its scale: 3 networks × 7 optimizers, 20,000 iterations of "
                        "batch 128 on all 60,000 MNIST images (≈ 42.7 epochs; quick: 500 iterations on 6,000). The 7 "
                        "optimizers of a network train side by side in one forward and backward, which keeps the "
@@ -100,7 +100,7 @@ LESSONS: tuple[Lesson, ...] = (
            branches=(Branch("two_cores", "process speedups checked", "speedups that need 2 cores explained, not "
                                                                      "checked"),
                      Branch("cuda", "times pin_memory copies to the GPU", "pin_memory timing skipped")),
-           quick_s=42, full_s=209,
+           quick_s=41, full_s=213,
            full_scale=("longer measurements, same experiments: 3 M loop iterations per task instead of 400 k, 64 "
                        "MiB shared tensors instead of 16, the worker experiment with 64 batches at 20 ms an item "
                        "instead of 16 at 5 ms, 30 training batches instead of 12, 512 MiB and 20,000 random reads "
@@ -110,7 +110,7 @@ LESSONS: tuple[Lesson, ...] = (
            "files, Keras TensorBoard callback", "optional", datasets=("fashion_mnist",),
            packages=("tensorflow", "keras", "tensorboard"),
            branches=(Branch("cuda", "the sweep trains on the GPU", "the sweep trains on the CPU"),),
-           quick_s=28, full_s=821,
+           quick_s=29, full_s=832,
            full_scale=("the sweep: 12 runs (batch 10, 100 and 1,000; quick: 8, without 1,000) of 10 epochs on all "
                        "60,000 Fashion-MNIST images (quick: 2 epochs on 6,000), and the Keras runs on all of them. "
                        "Ten epochs keep the 12 runs, the batch-10 ones the longest, within the budget")),
@@ -125,7 +125,7 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("nccl_4_gpus", "DDP + model parallel with NCCL on 4 GPUs",
                             "DDP + model parallel with gloo on CPU processes")),
            needs=("gloo",),
-           quick_s=51, full_s=130,
+           quick_s=57, full_s=135,
            full_scale=("DDP trains on all 60,000 MNIST images for 10 epochs (quick: 6,000 for 2); the DDP "
                        "throughput benchmark times 40 steps instead of 10")),
     Lesson("06", "tf_distribute", "tf.distribute and the Keras functional API",
@@ -136,7 +136,7 @@ LESSONS: tuple[Lesson, ...] = (
            branches=(Branch("tf_2_gpus", "MirroredStrategy on 2 GPUs (NcclAllReduce included)",
                             "MirroredStrategy on 2 logical CPU devices"),
                      Branch("tpu", "TPUStrategy on the TPU", "TPUStrategy skipped (detected, explained)")),
-           quick_s=46, full_s=345,
+           quick_s=43, full_s=393,
            full_scale=("every strategy trains on all 60,000 MNIST images for 10 epochs (quick: 6,000 for 2)")),
     Lesson("07", "quantization", "Quantization",
            "affine int8 by hand, dynamic and static PTQ, QAT, torchao `quantize_`; size, latency and accuracy "
@@ -144,7 +144,7 @@ LESSONS: tuple[Lesson, ...] = (
            datasets=("fashion_mnist",), packages=("torchao",),
            branches=(Branch("x86_int8", "int8 on the x86 engine: its speedups are checked",
                             "int8 on another engine: speedups reported, not checked"),),
-           needs=("int8_engine",), quick_s=15, full_s=167,
+           needs=("int8_engine",), quick_s=15, full_s=143,
            full_scale=("the fp32 model trains on all 60,000 Fashion-MNIST images for 10 epochs (quick: 6,000 for "
                        "2), QAT fine-tunes 3 epochs on half of them (quick: 1), latencies take 81 repeats instead "
                        "of 21")),
@@ -152,7 +152,7 @@ LESSONS: tuple[Lesson, ...] = (
            "unstructured, structured and global pruning, masks and hooks, iterative pruning with fine-tuning, what "
            "sparsity buys in size and latency", "optional: adds GPU latencies", datasets=("fashion_mnist",),
            branches=(Branch("cuda", "latencies on the GPU too", "latencies on the CPU only"),),
-           quick_s=10, full_s=75,
+           quick_s=11, full_s=86,
            full_scale=("the dense model trains on all 60,000 Fashion-MNIST images for 10 epochs (quick: 6,000 for "
                        "2), each pruning step fine-tunes a whole epoch (quick: half), latencies take 80 repeats "
                        "instead of 20")),
@@ -164,7 +164,7 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("native_bf16", "bf16 autocast on the CPU with native kernels: the mixed run trains all "
                                            "epochs", "bf16 autocast on the CPU is emulated (slower than fp32): the "
                                                      "mixed run is kept to one epoch")),
-           quick_s=11, full_s=43,
+           quick_s=12, full_s=42,
            full_scale=("fp32 and mixed-precision runs on all 60,000 Fashion-MNIST images for 10 epochs (quick: "
                        "6,000 for 2; where bf16 is emulated the mixed run stays at 1 epoch), 20 timed repeats "
                        "instead of 5")),
@@ -181,6 +181,27 @@ def lesson(number: str) -> Lesson:
     if not found:
         raise ValueError(f"no lesson {number!r}; the lessons are {', '.join(e.number for e in LESSONS)}.")
     return found[0]
+
+
+TEMPLATE = "00"  # the number of docs/00_template.ipynb, the notebook a new lesson starts from: not a lesson
+
+
+def reference_times(number: str, profile: str) -> str | None:
+    """How long a lesson took on the reference machine in ``profile``, and in the other profile, in words
+    (``None`` for the template, or when the lesson was not timed in ``profile``).
+
+    Raises:
+        ValueError: for a number that is not a lesson's.
+    """
+    if number == TEMPLATE:
+        return None
+    entry = lesson(number)
+    times = {"quick": entry.quick_s, "full": entry.full_s}
+    if times.get(profile) is None:
+        return None
+    other = "full" if profile == "quick" else "quick"
+    return (f"the reference machine (2 CPU cores, no GPU) ran this lesson in {_duration(times[profile])} "
+            f"({other} profile: {_duration(times[other])})")
 
 
 def _duration(seconds: int | None) -> str:

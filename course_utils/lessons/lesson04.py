@@ -39,6 +39,7 @@ from course_utils.plotting import DPI
 
 EVENT_FILE_MARKER = "tfevents"
 LIVE_ENV = "COURSE_TENSORBOARD"
+CONTAINER_ENV = "COURSE_IN_CONTAINER"  # set by the course's Dockerfile
 _AUTOMATED_DRIVERS = ("nbconvert", "nbclient", "pytest", "papermill", "course_utils execute")
 # Keep every scalar and tensor point (0 = no limit); images and histograms are not read here.
 _SIZE_GUIDANCE = {event_accumulator.SCALARS: 0, event_accumulator.TENSORS: 0,
@@ -254,6 +255,12 @@ def live_view_allowed() -> tuple[bool, str]:
     if driver:
         return False, f"the notebook is executed by {driver}, not by a person"
     return True, "interactive session"
+
+
+def live_view_host() -> str:
+    """The address the live TensorBoard listens on: every interface in the course's container (``localhost``
+    there is the container's own, out of reach of the published port 6006), else ``localhost`` only."""
+    return "0.0.0.0" if os.environ.get(CONTAINER_ENV) == "1" else "localhost"
 
 
 def _automated_driver() -> str | None:
