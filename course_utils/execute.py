@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from course_utils.device import device_name
 from course_utils.lessons import lesson
 from course_utils.profile import PROFILE_ENV, get_profile
 from course_utils.progress import PROGRESS_ENV
+from course_utils.versions import installed as installed_version
 
 PUBLISHED_DIR = "full"  # notebooks/full/: the full profile's executed copies
 # Per profile, relative to the working directory (the checkout, under make): each kernel's stderr (C libraries'
@@ -46,7 +46,7 @@ KERNEL_AS_NBVAL = ["--IPKernelApp.capture_fd_output=False"]
 KEPT_NOTEBOOK_METADATA = ("kernelspec",)
 KEPT_CELL_METADATA = ("tags", "slideshow")
 BANNER_ID = "full-profile-run"
-VERSIONED = {"torch": ("torch",), "tensorflow": ("tensorflow-cpu", "tensorflow"), "keras": ("keras",)}  # distributions
+RECORDED_VERSIONS = ("torch", "tensorflow", "keras")  # the packages whose versions a run's record keeps
 
 
 @dataclass(frozen=True)
@@ -110,15 +110,7 @@ def is_current(notebook: Path) -> bool:
 
 
 def _versions() -> dict[str, str]:
-    versions = {}
-    for name in VERSIONED:
-        for dist in VERSIONED[name]:
-            try:
-                versions[name] = package_metadata.version(dist)
-                break
-            except package_metadata.PackageNotFoundError:
-                continue
-    return versions
+    return {name: version for name in RECORDED_VERSIONS if (version := installed_version(name))}
 
 
 def clean_metadata(nb: nbformat.NotebookNode) -> None:
@@ -190,7 +182,7 @@ def execute_notebook(notebook: Path, profile: str) -> tuple[nbformat.NotebookNod
 
 def banner(notebook: Path, record: RunRecord) -> str:
     """The note at the top of a published copy: what it is, where it ran, how to make it again."""
-    versions = ", ".join(f"{name} {record.versions[name]}" for name in VERSIONED if name in record.versions)
+    versions = ", ".join(f"{name} {record.versions[name]}" for name in RECORDED_VERSIONS if name in record.versions)
     return (f"> **Lecture-scale results.** This is lesson {lesson_number(notebook)} (`notebooks/{notebook.name}`) "
             f"executed top to bottom with the `full` profile by `make full`, in {record.wall_seconds} s on "
             f"{record.machine} ({record.hardware}; {versions}). Every output below comes from that run; the "

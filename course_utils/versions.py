@@ -1,6 +1,6 @@
 """The versions the course's stored outputs were made with, and where this runtime differs from them.
 
-They are the pins of ``requirements.txt`` (``tests/test_versions.py`` keeps the two equal), carried in the
+They are the pins of ``requirements.txt`` (``tests/test_setup.py`` keeps the two equal), carried in the
 package because a Colab runtime has the package but no checkout.
 """
 

@@ -52,12 +52,20 @@ def colab_like_venv(where: Path) -> Path:
     return python
 
 
+def without_pip_settings() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+
+
+def lesson_01_setup_cell() -> str:
+    nb = json.loads((REPO / "notebooks" / "01_autograd.ipynb").read_text())
+    return "".join(next(c for c in nb["cells"] if c["cell_type"] == "code")["source"])
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git, as pip does for git+ URLs")
 def test_a_setup_cell_installs_the_package_as_in_colab(tmp_path: Path, fake_root: Path):
     repo = package_repository(tmp_path / "repo")
     python = colab_like_venv(tmp_path / "venv")
-    nb = json.loads((REPO / "notebooks" / "01_autograd.ipynb").read_text())
-    setup = "".join(next(c for c in nb["cells"] if c["cell_type"] == "code")["source"])
+    setup = lesson_01_setup_cell()
     assert colab.REPOSITORY_URL in setup
     url = f"file://localhost{repo}"  # PEP 508 wants a host in a git+file URL
     script = "\n".join([
@@ -68,7 +76,7 @@ def test_a_setup_cell_installs_the_package_as_in_colab(tmp_path: Path, fake_root
         "print('installed at', cu.__file__)",
         "print('from', importlib.metadata.distribution('course-utils').read_text('direct_url.json'))",
     ])
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PIP_")}, **OFFLINE,
+    env = {**without_pip_settings(), **OFFLINE,
            "PIP_NO_BUILD_ISOLATION": "0", "COURSE_PROFILE": "quick"}
     out = subprocess.run([str(python), "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
@@ -81,11 +89,10 @@ def test_a_setup_cell_installs_the_package_as_in_colab(tmp_path: Path, fake_root
 
 def test_a_failed_install_stops_with_the_message(tmp_path: Path, fake_root: Path):
     python = colab_like_venv(tmp_path / "venv")
-    nb = json.loads((REPO / "notebooks" / "01_autograd.ipynb").read_text())
-    setup = "".join(next(c for c in nb["cells"] if c["cell_type"] == "code")["source"])
+    setup = lesson_01_setup_cell()
     script = "import sys, types\nsys.modules['google.colab'] = types.ModuleType('google.colab')\n" + setup.replace(
         colab.REPOSITORY_URL, f"file://localhost{tmp_path}/no-such-repository")
     out = subprocess.run([str(python), "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                         env={**{k: v for k, v in os.environ.items() if not k.startswith("PIP_")}, **OFFLINE})
+                         env={**without_pip_settings(), **OFFLINE})
     assert out.returncode == 1 and "pip could not install course-utils[torchao]" in out.stderr
     assert "Traceback" not in out.stderr, "a SystemExit with the message, not a stack of subprocess internals"
