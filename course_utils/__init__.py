@@ -1,4 +1,4 @@
-"""The course's toolkit: profile, seeding, device, data, timing, claims, plots, progress, processes.
+"""The course's toolkit: profile, seeding, device, data, timing, claims, plots, progress, processes, live TensorBoard.
 
 A lesson's setup cell calls :func:`setup`; everything else is imported by name::
 
@@ -29,6 +29,7 @@ from course_utils.data import DataError, data_root, dataset_info, load_numpy, lo
 from course_utils.device import best_device, device_name, environment_summary, gpu_count
 from course_utils.hardware import Hardware, cpu_load
 from course_utils.launch import free_port, free_ports, run_processes, scratch_dir, torchrun_command
+from course_utils.live_view import live_view_allowed, live_view_host
 from course_utils.models import layer_costs, serialized_size
 from course_utils.plotting import plot_curves, set_figure_defaults, show_images
 from course_utils.profile import PROFILE_ENV, Profile, get_profile
@@ -104,7 +105,8 @@ __all__ = [
     "ANYWHERE", "ClaimError", "Condition", "CourseEnv", "DataError", "Hardware", "Profile",
     "accuracy", "best_device", "cpu_load", "data_root",
     "dataset_info", "device_name", "expect", "format_bytes", "format_seconds", "free_port",
-    "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "load_numpy", "load_tensors",
+    "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "live_view_allowed", "live_view_host",
+    "load_numpy", "load_tensors",
     "measure", "measure_interleaved", "parallel_efficiency", "plot_curves", "progress", "run_processes", "scratch_dir",
     "seed_everything",
     "serialized_size", "setup", "show_images", "speedup", "stopwatch", "tf_dataset",

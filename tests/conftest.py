@@ -44,7 +44,8 @@ def write_idx(path: Path, array: np.ndarray) -> None:
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """Remove the variables course_utils reads, so each test sets only what it needs."""
-    for var in ("COURSE_PROFILE", "COURSE_DATA_DIR", "COURSE_PROGRESS", "CI"):
+    for var in ("COURSE_PROFILE", "COURSE_DATA_DIR", "COURSE_PROGRESS", "COURSE_TENSORBOARD", "COURSE_IN_CONTAINER",
+                "CI"):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 

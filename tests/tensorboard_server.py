@@ -6,6 +6,7 @@ same event files appear in a real server and in its web page (tests/test_tensorb
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -55,9 +56,11 @@ def tensorboard_command(logdir: Path | str, port: int) -> list[str]:
 
 
 def get_json(url: str, *, timeout: float = 10.0) -> Any:
-    """GET ``url`` and decode its JSON answer (raises ``urllib.error.URLError`` when unreachable)."""
+    """GET ``url`` and decode its JSON answer, gzipped or not (the profile plugin gzips its answers); raises
+    ``urllib.error.URLError`` when unreachable."""
     with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.loads(response.read())
+        body = response.read()
+    return json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
 
 
 def post_json(url: str, payload: Mapping[str, Any], *, timeout: float = 10.0) -> Any:

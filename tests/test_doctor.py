@@ -138,8 +138,8 @@ def test_an_unknown_profile_or_data_root_blocks_every_lesson():
 
 
 def test_missing_or_broken_packages_block_the_lessons_that_import_them():
-    assert blocked(without(machine(), "tensorflow")) == ["01", "02", "04", "06", "09"]
-    assert blocked(machine(tf_error="ImportError: broken")) == ["01", "02", "04", "06", "09"]
+    assert blocked(without(machine(), "tensorflow")) == ["01", "02", "04", "06", "09", "10"]
+    assert blocked(machine(tf_error="ImportError: broken")) == ["01", "02", "04", "06", "09", "10"]
     assert blocked(without(machine(), "torchao")) == ["07"]
     no_lab = without(machine(), "jupyterlab")  # reported, not a problem: Colab has none
     assert doctor.problems(no_lab) == [] and "jupyterlab   not installed" in doctor.format_report(no_lab)
@@ -153,7 +153,7 @@ def test_missing_or_broken_packages_block_the_lessons_that_import_them():
 
 
 def test_data_blocks_when_corrupt_or_missing_without_a_download_host():
-    assert blocked(with_dataset(machine(), "fashion_mnist", "corrupt")) == ["03", "04", "07", "08", "09"]
+    assert blocked(with_dataset(machine(), "fashion_mnist", "corrupt")) == ["03", "04", "07", "08", "09", "10"]
     down = {"mnist.example:443": "unreachable (host name not resolved)", "fashion.example:80": "reachable",
             doctor.PYPI: "reachable"}
     report = with_dataset(machine(network=down), "mnist", "missing")
@@ -174,7 +174,7 @@ def test_cpu_and_backend_problems_block_exactly_their_lessons():
     assert doctor.blocked_lessons(machine(hardware=capped)) == {
         "09": ["TensorFlow's bf16 would crash under the oneDNN cap"]}
     assert blocked(machine(hardware=replace(capped, tf_onednn=False))) == []  # TF_ENABLE_ONEDNN_OPTS=0
-    assert blocked(without(machine(hardware=capped), "tensorflow")) == ["01", "02", "04", "06", "09"]
+    assert blocked(without(machine(hardware=capped), "tensorflow")) == ["01", "02", "04", "06", "09", "10"]
     assert doctor.blocked_lessons(machine(gloo=False)) == {"05": ["no gloo"]}
     bad_engine = machine(engine_error="COURSE_QUANTIZED_ENGINE='arm' is not an int8 engine of this PyTorch build")
     assert doctor.blocked_lessons(bad_engine) == {"07": ["bad $COURSE_QUANTIZED_ENGINE"]}
@@ -189,8 +189,8 @@ def test_text_report_of_a_made_up_gpu_machine():
     assert "  05 Distributed PyTorch: DataParallel, model parallel and DDP, on cuda:0 (Test GPU); " in text
     assert "Problems: none" in text and text.endswith(f"\nAll {len(EVERY)} lessons can run here.")
     corrupt = doctor.format_report(with_dataset(machine(), "fashion_mnist", "corrupt"))
-    assert "[blocks 03, 04, 07, 08, 09] FashionMNIST is corrupt" in corrupt
-    assert corrupt.endswith(f"\n5 of {len(EVERY)} lessons cannot run here: 03, 04, 07, 08, 09.")
+    assert "[blocks 03, 04, 07, 08, 09, 10] FashionMNIST is corrupt" in corrupt
+    assert corrupt.endswith(f"\n6 of {len(EVERY)} lessons cannot run here: 03, 04, 07, 08, 09, 10.")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -333,6 +333,6 @@ def test_real_network_check_is_bounded_and_drives_the_verdict(fake_root: Path):
     if any(endpoints[m] == "reachable" for m in fashion.mirrors):
         assert blocked(report) == [] and "downloaded into the data root first" in doctor.lesson_plan(report)["09"]
     else:  # offline, as on the course's CI machine
-        assert blocked(report) == ["03", "04", "07", "08", "09"] and doctor.exit_status(report) == 1
+        assert blocked(report) == ["03", "04", "07", "08", "09", "10"] and doctor.exit_status(report) == 1
         fix = next(p.fix for p in doctor.problems(report) if "FashionMNIST" in p.summary)
         assert "COURSE_DATA_DIR" in fix and "README.md#data" in fix

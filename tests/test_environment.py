@@ -62,7 +62,7 @@ def test_dockerfile_installs_requirements_on_the_same_python():
     assert re.search(r"^ARG TORCH_INDEX=https://download\.pytorch\.org/whl/cpu$", text, re.MULTILINE)
     assert re.search(r"^USER (?!root|0\b)", text, re.MULTILINE), "the container must not run as root"
     assert "--ip=0.0.0.0" in text and "8888" in text and re.search(r"^EXPOSE 8888 6006$", text, re.MULTILINE)
-    assert "COURSE_IN_CONTAINER=1" in text, "lesson 04's live TensorBoard listens on every interface there"
+    assert "COURSE_IN_CONTAINER=1" in text, "the live TensorBoard of lessons 04 and 10 listens on every interface there"
 
 
 def test_the_readme_docker_run_keeps_work_and_gives_what_lessons_need():

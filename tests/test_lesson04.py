@@ -1,4 +1,4 @@
-"""Lesson 04: the exercise checks and the TensorBoard helpers (event files into pandas, plots, live view)."""
+"""Lesson 04: the exercise checks and the TensorBoard helpers (event files into pandas, plots)."""
 
 from __future__ import annotations
 
@@ -137,19 +137,6 @@ def test_parallel_coordinates_draws_one_line_per_run():
     with pytest.raises(ValueError, match="at least two columns"):
         lesson04.plot_parallel_coordinates(table, ["lr"], color_by="acc")
     matplotlib.pyplot.close("all")
-
-
-def test_live_view_allowed(clean_env):
-    clean_env.setenv("COURSE_TENSORBOARD", "1")
-    assert lesson04.live_view_allowed() == (True, "$COURSE_TENSORBOARD=1")
-    clean_env.setenv("COURSE_TENSORBOARD", "0")
-    assert lesson04.live_view_allowed()[0] is False
-    clean_env.delenv("COURSE_TENSORBOARD")
-    clean_env.setenv("CI", "true")
-    assert lesson04.live_view_allowed() == (False, "running under CI ($CI is set)")
-    clean_env.delenv("CI")
-    allowed, reason = lesson04.live_view_allowed()  # this test runs under pytest: an automated driver
-    assert not allowed and "pytest" in reason
 
 
 def test_server_arguments_are_validated(tmp_path):

@@ -110,7 +110,7 @@ LESSONS: tuple[Lesson, ...] = (
            "files, Keras TensorBoard callback", "optional", datasets=("fashion_mnist",),
            packages=("tensorflow", "keras", "tensorboard"),
            branches=(Branch("cuda", "the sweep trains on the GPU", "the sweep trains on the CPU"),),
-           quick_s=29, full_s=832,
+           quick_s=29, full_s=900,
            full_scale=("the sweep: 12 runs (batch 10, 100 and 1,000; quick: 8, without 1,000) of 10 epochs on all "
                        "60,000 Fashion-MNIST images (quick: 2 epochs on 6,000), and the Keras runs on all of them. "
                        "Ten epochs keep the 12 runs, the batch-10 ones the longest, within the budget")),
@@ -168,6 +168,20 @@ LESSONS: tuple[Lesson, ...] = (
            full_scale=("fp32 and mixed-precision runs on all 60,000 Fashion-MNIST images for 10 epochs (quick: "
                        "6,000 for 2; where bf16 is emulated the mixed run stays at 1 epoch), 20 timed repeats "
                        "instead of 5")),
+    Lesson("10", "profiling", "Profiling: where does the time go?",
+           "`torch.profiler` tables (self/total time, shapes, FLOPs, memory, stacks), schedules and Chrome traces "
+           "in Perfetto and TensorBoard, a slow training loop found and fixed, `torch.utils.benchmark`, the "
+           "machine's roofline, TensorFlow's profiler",
+           "optional: adds CUDA kernels to the profiles and the cost of `.item()`", datasets=("fashion_mnist",),
+           packages=("tensorflow", "keras"),
+           branches=(Branch("cuda", "profiles CUDA kernels too, sorted by GPU time; measures the synchronisation of "
+                                    "`.item()`", "profiles the CPU; `.item()` costs no synchronisation there"),
+                     Branch("two_cores", "the one-thread timer is checked slower than all threads",
+                            "the thread comparison is explained, not checked")),
+           quick_s=26, full_s=106,
+           full_scale=("longer measurements, same experiments: 40 profiled and 100 timed steps of each training "
+                       "loop instead of 10 and 20, the roofline's matmul at n = 2,048 instead of 1,024, TensorFlow's "
+                       "profile over 100 steps instead of 20, 20 timed repeats instead of 5")),
 )
 
 

@@ -1,4 +1,4 @@
-"""Lesson 04 (TensorBoard): read event files into pandas, draw a sweep, decide on the live view.
+"""Lesson 04 (TensorBoard): read event files into pandas, draw a sweep (the live view is :mod:`course_utils.live_view`).
 
 The lesson writes its logs itself (``SummaryWriter``, ``keras.callbacks.TensorBoard``, the hparams
 API); these helpers only read them back::
@@ -35,12 +35,12 @@ from tensorboard.util import tensor_util
 from torch import nn
 
 from course_utils.checks import CheckResult, check_numbers
+
+# The live view, now the toolkit's (lesson 10 shows profiles the same way); notebook 04 calls it by this module.
+from course_utils.live_view import live_view_allowed, live_view_host  # noqa: F401
 from course_utils.plotting import DPI
 
 EVENT_FILE_MARKER = "tfevents"
-LIVE_ENV = "COURSE_TENSORBOARD"
-CONTAINER_ENV = "COURSE_IN_CONTAINER"  # set by the course's Dockerfile
-_AUTOMATED_DRIVERS = ("nbconvert", "nbclient", "pytest", "papermill", "course_utils execute")
 # Keep every scalar and tensor point (0 = no limit); images and histograms are not read here.
 _SIZE_GUIDANCE = {event_accumulator.SCALARS: 0, event_accumulator.TENSORS: 0,
                   event_accumulator.HISTOGRAMS: 1, event_accumulator.IMAGES: 1,
@@ -234,51 +234,6 @@ def plot_parallel_coordinates(table: pd.DataFrame, columns: Sequence[str], *, co
     fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=color_by)
     fig.tight_layout()
     return ax
-
-
-# ----------------------------------------------------------------------------- the live view
-
-def live_view_allowed() -> tuple[bool, str]:
-    """Whether a notebook may start an interactive TensorBoard (``%tensorboard``), and why.
-
-    ``$COURSE_TENSORBOARD`` decides when set (``1`` yes, ``0`` no). Otherwise no under CI (``$CI``)
-    or when an automated runner drives the kernel (nbconvert, nbclient, pytest/nbval, papermill, the course's
-    ``python -m course_utils execute``: they would leave a server behind and gain nothing), yes for a person
-    in Jupyter or Colab.
-    """
-    explicit = os.environ.get(LIVE_ENV, "").strip()
-    if explicit in ("0", "1"):
-        return explicit == "1", f"${LIVE_ENV}={explicit}"
-    if os.environ.get("CI"):
-        return False, "running under CI ($CI is set)"
-    driver = _automated_driver()
-    if driver:
-        return False, f"the notebook is executed by {driver}, not by a person"
-    return True, "interactive session"
-
-
-def live_view_host() -> str:
-    """The address the live TensorBoard listens on: every interface in the course's container (``localhost``
-    there is the container's own, out of reach of the published port 6006), else ``localhost`` only."""
-    return "0.0.0.0" if os.environ.get(CONTAINER_ENV) == "1" else "localhost"
-
-
-def _automated_driver() -> str | None:
-    """The automated runner that is this process or one of its ancestors, if any."""
-    try:
-        import psutil
-    except ImportError:  # without psutil, assume a person
-        return None
-    me = psutil.Process()
-    for proc in [me, *me.parents()]:
-        try:
-            cmdline = " ".join(proc.cmdline())
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-        for driver in _AUTOMATED_DRIVERS:
-            if driver in cmdline:
-                return driver
-    return None
 
 
 # ---------------------------------------- exercise checks

@@ -1,0 +1,162 @@
+"""Lesson 10 (profiling): read the traces the profiler writes, draw them, draw a roofline, and the exercise checks.
+
+The lesson profiles with ``torch.profiler`` itself, in its cells; these helpers only read and draw what it
+wrote::
+
+    files = trace_files("scratch/10/traces")        # the Chrome traces of tensorboard_trace_handler, oldest first
+    events = trace_events(files[0])                 # their complete ("X") events: name, start, duration
+    plot_timeline(events, ["forward", "backward"])  # one bar per labelled range
+    plot_roofline(peak, bandwidth, points)          # the machine's roofline, measured operations on it
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from course_utils.checks import CheckResult, check_numbers
+
+TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")  # what tensorboard_trace_handler writes
+
+
+def trace_files(folder: Path | str) -> list[Path]:
+    """The profiler's Chrome traces under ``folder`` (``*.pt.trace.json[.gz]``), oldest first.
+
+    Raises:
+        FileNotFoundError: if ``folder`` does not exist.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no folder {root}: run the profiling cell that writes the traces first.")
+    found = [p for p in root.rglob("*") if p.name.endswith(TRACE_SUFFIXES)]
+    return sorted(found, key=lambda p: p.stat().st_mtime_ns)
+
+
+def trace_events(path: Path | str) -> list[dict[str, Any]]:
+    """The complete events (``"ph": "X"``: a name, a start ``ts`` and a duration ``dur`` in µs) of a Chrome
+    trace, as ``prof.export_chrome_trace`` or ``tensorboard_trace_handler`` write it (plain or gzipped JSON).
+
+    Raises:
+        ValueError: if the file is not a Chrome trace (no ``traceEvents``).
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        trace = json.load(f)
+    if not isinstance(trace, dict) or "traceEvents" not in trace:
+        raise ValueError(f"{path} is not a Chrome trace: it has no 'traceEvents'.")
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X" and "dur" in e]
+
+
+def plot_timeline(events: Sequence[Mapping[str, Any]], names: Sequence[str], *, ax: Axes | None = None) -> Axes:
+    """Draw the ranges named ``names`` of a trace on a time axis (ms from the first one), one row per name.
+
+    Raises:
+        ValueError: if none of ``names`` occurs in ``events``.
+    """
+    chosen = [e for e in events if e["name"] in names]
+    if not chosen:
+        raise ValueError(f"none of {list(names)} is in the trace; its ranges are named e.g. "
+                         f"{sorted({e['name'] for e in events})[:5]}.")
+    start = min(float(e["ts"]) for e in chosen)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 0.5 + 0.4 * len(names)))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for row, name in enumerate(names):
+        spans = [((float(e["ts"]) - start) / 1e3, float(e["dur"]) / 1e3) for e in chosen if e["name"] == name]
+        ax.broken_barh(spans, (row - 0.4, 0.8), color=colors[row % len(colors)])
+    ax.set_yticks(range(len(names)), labels=list(names))
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the first range (ms)")
+    return ax
+
+
+def plot_roofline(peak: float, bandwidth: float, points: Mapping[str, tuple[float, float]], *,
+                  ax: Axes | None = None) -> Axes:
+    """The roofline ``min(peak, intensity × bandwidth)`` and measured operations on it.
+
+    Args:
+        peak: FLOP/s the machine reaches (the flat roof).
+        bandwidth: bytes/s it moves (the slope).
+        points: name -> (arithmetic intensity in FLOP/byte, FLOP/s measured).
+    """
+    if peak <= 0 or bandwidth <= 0:
+        raise ValueError(f"peak and bandwidth must be positive, got {peak} and {bandwidth}.")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.6))
+    ridge = peak / bandwidth
+    lows = [i for i, _ in points.values()] + [ridge]
+    intensity = np.logspace(np.log10(min(lows) / 4), np.log10(max(max(lows), ridge) * 8), 200)
+    ax.loglog(intensity, np.minimum(peak, intensity * bandwidth) / 1e9, color="black", label="roofline")
+    ax.axvline(ridge, color="grey", linestyle=":", label=f"ridge {ridge:.3g} FLOP/byte")
+    for name, (i, flops) in points.items():
+        ax.scatter([i], [flops / 1e9], zorder=3, label=name)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.legend(fontsize="x-small", loc="lower right")
+    return ax
+
+
+# ----------------------------------------------------------------------------- exercise checks
+
+def _steps_traced(*, wait: int, warmup: int, active: int, repeat: int, skip_first: int, steps: int) -> tuple[int, int]:
+    """Run a real profiler with this schedule over ``steps`` steps: (steps recorded, traces handed over)."""
+    recorded: list[int] = []
+
+    def on_trace_ready(prof: profile) -> None:
+        recorded.append(sum(1 for e in prof.events() if e.name == "ProfilerStep*"))  # a step's range, aggregated
+
+    sched = schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
+    x = torch.ones(4)
+    with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": expected here
+        warnings.simplefilter("ignore", UserWarning)
+        with profile(activities=[ProfilerActivity.CPU], schedule=sched, on_trace_ready=on_trace_ready) as prof:
+            for _ in range(steps):
+                x = x + 1
+                prof.step()
+    return sum(recorded), len(recorded)
+
+
+def check_schedule(answer: Sequence[int] | None, *, wait: int, warmup: int, active: int, repeat: int,
+                   skip_first: int, steps: int) -> CheckResult:
+    """Exercise 1: how many steps a profiler with this schedule records over ``steps`` steps, and how many
+    times it calls ``on_trace_ready``: ``(recorded steps, traces)``. The expected answer comes from running
+    the profiler with that schedule."""
+    recorded, traces = _steps_traced(wait=wait, warmup=warmup, active=active, repeat=repeat,
+                                     skip_first=skip_first, steps=steps)
+    cycle = wait + warmup + active
+    return check_numbers(answer, [recorded, traces], names=["recorded steps", "traces"], why=[
+        f"after skip_first={skip_first} steps, each cycle of wait+warmup+active = {cycle} steps records its last "
+        f"{active}, and repeat={repeat} cycles fit: {traces} × {active} = {recorded}",
+        f"on_trace_ready runs once at the end of each cycle's active steps: {traces} time(s)"])
+
+
+def linear_intensity(batch: int, features_in: int, features_out: int) -> tuple[int, int]:
+    """FLOPs and bytes of an fp32 ``nn.Linear`` forward: the profiler's FLOP count of the product, and the
+    bytes of its input, weight, bias and output (each read or written once)."""
+    layer = torch.nn.Linear(features_in, features_out)
+    x = torch.zeros(batch, features_in)
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        y = layer(x)
+    flops = sum(int(e.flops) for e in prof.key_averages() if e.flops)
+    tensors = (x, layer.weight, layer.bias, y)
+    return flops, sum(t.numel() * t.element_size() for t in tensors)
+
+
+def check_linear_intensity(answer: float | None, *, batch: int, features_in: int, features_out: int) -> CheckResult:
+    """Exercise 2: the arithmetic intensity (FLOP/byte) of an fp32 linear layer's forward."""
+    flops, nbytes = linear_intensity(batch, features_in, features_out)
+    return check_numbers(answer, [flops / nbytes], names=["FLOP/byte"], rtol=0.01, why=[
+        f"the product x @ W.T has 2·{batch}·{features_in}·{features_out} = {flops:,} FLOPs, and x, W, b and y "
+        f"hold 4·({batch}·{features_in} + {features_out}·{features_in} + {features_out} + {batch}·{features_out})"
+        f" = {nbytes:,} bytes: {flops / nbytes:.3g} FLOP/byte"])
