@@ -16,6 +16,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     COURSE_IN_CONTAINER=1 \
     HOME=/home/course
 
+# Lesson 11's torch.compile builds its CPU kernels with a C++ compiler, which the slim image lacks. Debian's
+# package versions change with its security updates, so g++ is not pinned.
+# hadolint ignore=DL3008
+RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /var/lib/apt/lists/*
+
 # Any user id may run the container (--user "$(id -u):$(id -g)" keeps the mounted notebooks yours): the home
 # folder, where Jupyter and matplotlib keep their settings, is writable by all, like /tmp.
 RUN useradd --create-home --uid 1000 course && chmod 1777 /home/course

@@ -88,6 +88,7 @@ class Report:
     tf_error: str | None  # why importing TensorFlow failed
     nccl: bool
     gloo: bool
+    cxx_compiler: str | None  # the C++ compiler torch.compile's Inductor builds CPU kernels with (None: none)
     tpu: str | None  # what find_tpu() found
     requirements: str | None  # the requirements.txt compared with (None: none found, as in Colab)
     packages: tuple[Package, ...]
@@ -223,6 +224,17 @@ def check_endpoints(endpoints: Sequence[str], timeout: float = 3.0) -> dict[str,
     return {e: results.get(e, f"unreachable (no answer within {timeout:g} s)") for e, _, _ in targets}
 
 
+def _cxx_compiler() -> str | None:
+    """The C++ compiler Inductor would build CPU kernels with (``$CXX`` on Windows, else the first of
+    ``torch._inductor.config.cpp.cxx`` that works), or ``None`` when it finds none."""
+    from torch._inductor import cpp_builder, exc
+
+    try:
+        return cpp_builder.get_cpp_compiler()
+    except (exc.InvalidCxxCompiler, RuntimeError, OSError):
+        return None
+
+
 def collect(*, network: bool = True, tensorflow: bool = True, timeout: float = 3.0,
             requirements: Path | None = None) -> Report:
     """Examine this machine and return the :class:`Report`.
@@ -262,6 +274,7 @@ def collect(*, network: bool = True, tensorflow: bool = True, timeout: float = 3
         gpu_memory=tuple(int(torch.cuda.get_device_properties(i).total_memory) for i in range(len(hw.gpus))),
         torch_cuda=torch.version.cuda, mps=mps_available(), tf_gpus=tf_gpus, tf_error=tf_error,
         nccl=dist.is_available() and dist.is_nccl_available(), gloo=dist.is_available() and dist.is_gloo_available(),
+        cxx_compiler=_cxx_compiler(),
         tpu=find_tpu(), requirements=str(requirements) if requirements.is_file() else None,
         packages=tuple(_package(name, pins) for name in PACKAGES),
         data_root=str(root) if root else None, data_source=data_source, data_error=data_error, datasets=datasets,
@@ -287,6 +300,7 @@ HOLDS: dict[str, Callable[[Report], bool]] = {
     "x86_int8": lambda r: r.hardware.x86_int8.holds,
     "int8_engine": lambda r: r.hardware.quantized_engine is not None and r.engine_error is None,
     "gloo": lambda r: r.gloo,
+    "cxx_compiler": lambda r: r.cxx_compiler is not None,
 }
 
 
@@ -373,6 +387,11 @@ def problems(report: Report) -> list[Problem]:
         found.append(Problem("torch.distributed has no gloo backend in this PyTorch build",
                              "install the PyTorch wheel pinned in requirements.txt (Linux and macOS builds have gloo)",
                              _needing("gloo"), "no gloo"))
+    if r.cxx_compiler is None:
+        found.append(Problem("no C++ compiler for torch.compile: Inductor builds its CPU kernels with one",
+                             "install one: `apt install g++` (Debian, Ubuntu, WSL), `xcode-select --install` (macOS), "
+                             "Visual Studio's C++ build tools (Windows, then set CXX=cl)", _needing("cxx_compiler"),
+                             "no C++ compiler"))
     return found
 
 
@@ -454,6 +473,7 @@ def format_report(report: Report) -> str:
           for i, name in enumerate(hw.gpus)),
         ("Apple MPS", "available" if r.mps else "not available"), ("TensorFlow GPUs", tf),
         ("torch.distributed", f"NCCL {'' if r.nccl else 'not '}available, gloo {'' if r.gloo else 'not '}available"),
+        ("C++ compiler", r.cxx_compiler or "none found (torch.compile cannot build CPU kernels)"),
         ("TPU", f"detected ({r.tpu})" if r.tpu else "not detected")])]
 
     cap = hw.gpu_capability

@@ -41,7 +41,7 @@ def machine(gpus: int = 0, *, capability: tuple[int, int] = (8, 0), tf_gpus: int
         hardware=replace(AVX2_CPU, gpus=("Test GPU",) * gpus, gpu_capability=capability if gpus else None),
         engine_error=None, gpu_memory=(16 * 2**30,) * gpus, torch_cuda="13.0" if gpus else None, mps=False,
         tf_gpus=tuple(f"/physical_device:GPU:{i}" for i in range(gpus if tf_gpus is None else tf_gpus)),
-        tf_error=None, nccl=True, gloo=True, tpu=None, requirements="/repo/requirements.txt",
+        tf_error=None, nccl=True, gloo=True, cxx_compiler="g++", tpu=None, requirements="/repo/requirements.txt",
         packages=tuple(doctor.Package(name, name, "1.0", "1.0", True) for name in doctor.PACKAGES),
         data_root="/data", data_source="from $COURSE_DATA_DIR", data_error=None,
         datasets=tuple(doctor.DatasetStatus(name, folder, "verified", "test", MIRRORS[name])
@@ -138,8 +138,8 @@ def test_an_unknown_profile_or_data_root_blocks_every_lesson():
 
 
 def test_missing_or_broken_packages_block_the_lessons_that_import_them():
-    assert blocked(without(machine(), "tensorflow")) == ["01", "02", "04", "06", "09", "10"]
-    assert blocked(machine(tf_error="ImportError: broken")) == ["01", "02", "04", "06", "09", "10"]
+    assert blocked(without(machine(), "tensorflow")) == ["01", "02", "04", "06", "09", "10", "11"]
+    assert blocked(machine(tf_error="ImportError: broken")) == ["01", "02", "04", "06", "09", "10", "11"]
     assert blocked(without(machine(), "torchao")) == ["07"]
     no_lab = without(machine(), "jupyterlab")  # reported, not a problem: Colab has none
     assert doctor.problems(no_lab) == [] and "jupyterlab   not installed" in doctor.format_report(no_lab)
@@ -174,8 +174,9 @@ def test_cpu_and_backend_problems_block_exactly_their_lessons():
     assert doctor.blocked_lessons(machine(hardware=capped)) == {
         "09": ["TensorFlow's bf16 would crash under the oneDNN cap"]}
     assert blocked(machine(hardware=replace(capped, tf_onednn=False))) == []  # TF_ENABLE_ONEDNN_OPTS=0
-    assert blocked(without(machine(hardware=capped), "tensorflow")) == ["01", "02", "04", "06", "09", "10"]
+    assert blocked(without(machine(hardware=capped), "tensorflow")) == ["01", "02", "04", "06", "09", "10", "11"]
     assert doctor.blocked_lessons(machine(gloo=False)) == {"05": ["no gloo"]}
+    assert doctor.blocked_lessons(machine(cxx_compiler=None)) == {"11": ["no C++ compiler"]}
     bad_engine = machine(engine_error="COURSE_QUANTIZED_ENGINE='arm' is not an int8 engine of this PyTorch build")
     assert doctor.blocked_lessons(bad_engine) == {"07": ["bad $COURSE_QUANTIZED_ENGINE"]}
     no_engine = machine(hardware=replace(AVX2_CPU, quantized_engine=None))

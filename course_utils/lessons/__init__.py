@@ -27,6 +27,7 @@ REQUIREMENTS: dict[str, str] = {
     "x86_int8": "PyTorch's x86 int8 engine (FBGEMM and oneDNN)",
     "int8_engine": "an int8 engine in this PyTorch build (x86, fbgemm or qnnpack)",
     "gloo": "torch.distributed with the gloo backend",
+    "cxx_compiler": "a C++ compiler for torch.compile's CPU kernels (g++, clang++ or MSVC)",
 }
 
 
@@ -182,6 +183,15 @@ LESSONS: tuple[Lesson, ...] = (
            full_scale=("longer measurements, same experiments: 40 profiled and 100 timed steps of each training "
                        "loop instead of 10 and 20, the roofline's matmul at n = 2,048 instead of 1,024, TensorFlow's "
                        "profile over 100 steps instead of 20, 20 timed repeats instead of 5")),
+    Lesson("11", "compilers", "Compilers: torch.compile and XLA",
+           "TorchDynamo's FX graphs, graph breaks (`torch._dynamo.explain`), guards and `dynamic=`, Inductor's fused "
+           "kernels and their speed (compile time apart, break-even), modes and CUDA graphs, `torch.export`, XLA "
+           "with `tf.function(jit_compile=True)`",
+           "optional: adds CUDA graphs (`reduce-overhead`) and Triton kernels", packages=("tensorflow",),
+           branches=(Branch("cuda", "Inductor writes Triton kernels; `reduce-overhead` replays CUDA graphs",
+                            "Inductor writes C++ kernels; CUDA graphs skipped (explained)"),),
+           needs=("cxx_compiler",), quick_s=24, full_s=27,
+           full_scale="the elementwise chain on 8,192 rows instead of 4,096, 20 timed repeats instead of 5"),
 )
 
 

@@ -1,0 +1,93 @@
+"""Lesson 11 (compilers): the exercise checks.
+
+The lesson compiles with ``torch.compile``, ``torch.export`` and ``tf.function`` in its own cells; the checks
+answer with the same tools: they run TorchDynamo on the function or the calls of the exercise and count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch._dynamo
+
+from course_utils.checks import CheckResult, check_numbers
+
+
+def graphs_and_breaks(fn: Callable[..., Any], *args: Any) -> tuple[int, int]:
+    """How many graphs TorchDynamo captures from ``fn(*args)``, and how many graph breaks split them (the
+    function's own prints and Dynamo's warnings, which would give the answer away, are not shown)."""
+    dynamo_log = logging.getLogger("torch._dynamo")
+    level = dynamo_log.level
+    dynamo_log.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            explained = torch._dynamo.explain(fn)(*args)
+    finally:
+        dynamo_log.setLevel(level)
+    return explained.graph_count, explained.graph_break_count
+
+
+def check_graph_breaks(answer: Sequence[int] | None, fn: Callable[..., Any], *args: Any) -> CheckResult:
+    """Exercise 1: ``(graphs, graph breaks)`` of ``fn(*args)``, counted by ``torch._dynamo.explain``."""
+    graphs, breaks = graphs_and_breaks(fn, *args)
+    return check_numbers(answer, [graphs, breaks], names=["graphs", "graph breaks"], why=[
+        f"torch._dynamo.explain counts {graphs} graph(s): each break ends a graph and a new one starts after it",
+        f"it counts {breaks} break(s): each call Dynamo cannot trace (a print, a branch on a tensor's value, "
+        f".item() into Python) breaks the graph"])
+
+
+def compilations(shapes: Sequence[Sequence[int]], *, dynamic: bool | None) -> int:
+    """How many times ``torch.compile(fn, dynamic=dynamic)`` compiles a function called on tensors of ``shapes``
+    in that order (a backend that only counts, so nothing is really compiled)."""
+    count = 0
+
+    def counting_backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable[..., Any]:
+        nonlocal count
+        count += 1
+        return gm.forward
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (2 * x + 1).relu().sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=counting_backend, dynamic=dynamic)
+    for shape in shapes:
+        compiled(torch.ones(tuple(shape)))
+    torch._dynamo.reset()
+    return count
+
+
+def check_recompilations(answer: int | None, *, shapes: Sequence[Sequence[int]], dynamic: bool | None) -> CheckResult:
+    """Exercise 2: how many compilations a sequence of calls costs, counted by compiling them for real."""
+    expected = compilations(shapes, dynamic=dynamic)
+    return check_numbers(answer, [expected], names=["compilations"], why=[
+        f"with dynamic={dynamic}, a new shape fails the shape guards of the compiled graph(s); a shape seen "
+        f"before reuses its graph"
+        + ("; with dynamic=None the first recompilation marks the changed size dynamic, and later sizes reuse "
+           "that graph" if dynamic is None else "")
+        + f": {expected} compilation(s)"])
+
+
+def break_even_calls(compile_seconds: float, eager_seconds: float, compiled_seconds: float) -> int | None:
+    """The number of calls after which compiling has paid for itself (``None`` if the compiled call is not faster)."""
+    if compile_seconds < 0 or eager_seconds <= 0 or compiled_seconds <= 0:
+        raise ValueError("times must be positive seconds (the compile time may be 0).")
+    saved = eager_seconds - compiled_seconds
+    return math.ceil(compile_seconds / saved) if saved > 0 else None
+
+
+def check_break_even(answer: int | None, *, compile_seconds: float, eager_seconds: float,
+                     compiled_seconds: float) -> CheckResult:
+    """Exercise 3: the calls it takes for a compile time to pay off."""
+    expected = break_even_calls(compile_seconds, eager_seconds, compiled_seconds)
+    if expected is None:
+        raise ValueError("the exercise needs a compiled call faster than the eager one.")
+    return check_numbers(answer, [expected], names=["calls"], why=[
+        f"each call saves {eager_seconds - compiled_seconds:g} s, and {compile_seconds:g} s / "
+        f"{eager_seconds - compiled_seconds:g} s rounded up is {expected}"])
