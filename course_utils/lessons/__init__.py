@@ -190,7 +190,7 @@ LESSONS: tuple[Lesson, ...] = (
            "optional: adds CUDA graphs (`reduce-overhead`) and Triton kernels", packages=("tensorflow",),
            branches=(Branch("cuda", "Inductor writes Triton kernels; `reduce-overhead` replays CUDA graphs",
                             "Inductor writes C++ kernels; CUDA graphs skipped (explained)"),),
-           needs=("cxx_compiler",), quick_s=24, full_s=27,
+           needs=("cxx_compiler",), quick_s=26, full_s=31,
            full_scale="the elementwise chain on 8,192 rows instead of 4,096, 20 timed repeats instead of 5"),
 )
 
