@@ -227,11 +227,11 @@ def check_endpoints(endpoints: Sequence[str], timeout: float = 3.0) -> dict[str,
 def _cxx_compiler() -> str | None:
     """The C++ compiler Inductor would build CPU kernels with (``$CXX`` on Windows, else the first of
     ``torch._inductor.config.cpp.cxx`` that works), or ``None`` when it finds none."""
-    from torch._inductor import cpp_builder, exc
+    from torch._inductor import cpp_builder
 
     try:
         return cpp_builder.get_cpp_compiler()
-    except (exc.InvalidCxxCompiler, RuntimeError, OSError):
+    except (RuntimeError, OSError):  # InvalidCxxCompiler is a RuntimeError
         return None
 
 
