@@ -1,4 +1,5 @@
-"""The course's toolkit: profile, seeding, device, data, timing, claims, plots, progress, processes, live TensorBoard.
+"""The course's toolkit: profile, seeding, device, data, timing, memory, claims, plots, progress, processes, live
+TensorBoard.
 
 A lesson's setup cell calls :func:`setup`; everything else is imported by name::
 
@@ -30,6 +31,7 @@ from course_utils.device import best_device, device_name, environment_summary, g
 from course_utils.hardware import Hardware, cpu_load
 from course_utils.launch import free_port, free_ports, run_processes, scratch_dir, torchrun_command
 from course_utils.live_view import live_view_allowed, live_view_host
+from course_utils.memory import peak_memory, saved_for_backward, tensor_bytes
 from course_utils.models import layer_costs, serialized_size
 from course_utils.plotting import plot_curves, set_figure_defaults, show_images
 from course_utils.profile import PROFILE_ENV, Profile, get_profile
@@ -107,8 +109,8 @@ __all__ = [
     "dataset_info", "device_name", "expect", "format_bytes", "format_seconds", "free_port",
     "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "live_view_allowed", "live_view_host",
     "load_numpy", "load_tensors",
-    "measure", "measure_interleaved", "parallel_efficiency", "plot_curves", "progress", "run_processes", "scratch_dir",
-    "seed_everything",
-    "serialized_size", "setup", "show_images", "speedup", "stopwatch", "tf_dataset",
+    "measure", "measure_interleaved", "parallel_efficiency", "peak_memory", "plot_curves", "progress", "run_processes",
+    "saved_for_backward", "scratch_dir", "seed_everything",
+    "serialized_size", "setup", "show_images", "speedup", "stopwatch", "tensor_bytes", "tf_dataset",
     "torchrun_command", "train_classifier",
 ]

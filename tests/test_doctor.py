@@ -157,7 +157,7 @@ def test_data_blocks_when_corrupt_or_missing_without_a_download_host():
     down = {"mnist.example:443": "unreachable (host name not resolved)", "fashion.example:80": "reachable",
             doctor.PYPI: "reachable"}
     report = with_dataset(machine(network=down), "mnist", "missing")
-    assert blocked(report) == ["02", "05", "06"] and doctor.exit_status(report) == 1
+    assert blocked(report) == ["02", "05", "06", "12"] and doctor.exit_status(report) == 1
     (problem,) = doctor.problems(report)
     assert "MNIST is missing" in problem.summary and "COURSE_DATA_DIR" in problem.fix
     reachable = with_dataset(machine(network={**down, "mnist.example:443": "reachable"}), "mnist", "missing")
@@ -175,7 +175,7 @@ def test_cpu_and_backend_problems_block_exactly_their_lessons():
         "09": ["TensorFlow's bf16 would crash under the oneDNN cap"]}
     assert blocked(machine(hardware=replace(capped, tf_onednn=False))) == []  # TF_ENABLE_ONEDNN_OPTS=0
     assert blocked(without(machine(hardware=capped), "tensorflow")) == ["01", "02", "04", "06", "09", "10", "11"]
-    assert doctor.blocked_lessons(machine(gloo=False)) == {"05": ["no gloo"]}
+    assert doctor.blocked_lessons(machine(gloo=False)) == {"05": ["no gloo"], "12": ["no gloo"]}
     assert doctor.blocked_lessons(machine(cxx_compiler=None)) == {"11": ["no C++ compiler"]}
     bad_engine = machine(engine_error="COURSE_QUANTIZED_ENGINE='arm' is not an int8 engine of this PyTorch build")
     assert doctor.blocked_lessons(bad_engine) == {"07": ["bad $COURSE_QUANTIZED_ENGINE"]}

@@ -165,7 +165,7 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("native_bf16", "bf16 autocast on the CPU with native kernels: the mixed run trains all "
                                            "epochs", "bf16 autocast on the CPU is emulated (slower than fp32): the "
                                                      "mixed run is kept to one epoch")),
-           quick_s=12, full_s=42,
+           quick_s=12, full_s=40,
            full_scale=("fp32 and mixed-precision runs on all 60,000 Fashion-MNIST images for 10 epochs (quick: "
                        "6,000 for 2; where bf16 is emulated the mixed run stays at 1 epoch), 20 timed repeats "
                        "instead of 5")),
@@ -192,6 +192,20 @@ LESSONS: tuple[Lesson, ...] = (
                             "Inductor writes C++ kernels; CUDA graphs skipped (explained)"),),
            needs=("cxx_compiler",), quick_s=26, full_s=31,
            full_scale="the elementwise chain on 8,192 rows instead of 4,096, 20 timed repeats instead of 5"),
+    Lesson("12", "memory_sharding", "Memory and sharded training",
+           "where training memory goes (parameters, gradients, Adam, activations), gradient accumulation and DDP's "
+           "`no_sync`, activation checkpointing, ZeRO stages 1–3, FSDP2 (`fully_shard`) against DDP on two gloo "
+           "processes, sharded checkpoints with `torch.distributed.checkpoint`",
+           "optional: NCCL, bf16 all-gathers and CPU offload with 2 GPUs; peak GPU memory with one",
+           datasets=("mnist",),
+           branches=(Branch("nccl_2_gpus", "FSDP's GPU features (NCCL, bf16 all-gathers, prefetching, CPU offload) on "
+                                           "one process per GPU", "FSDP's features on 2 CPU processes with gloo, "
+                                                                  "without CPU offload"),
+                     Branch("cuda", "adds the peak GPU memory of a training step", "GPU memory skipped")),
+           needs=("gloo",), quick_s=55, full_s=292,
+           full_scale=("DDP and FSDP train on all 60,000 MNIST images for 3 epochs (quick: 6,000 for 2), the resumed "
+                       "run the 2 epochs after its checkpoint (quick: 1), so that the test accuracy is a trained "
+                       "model's; 20 timed repeats instead of 5")),
 )
 
 

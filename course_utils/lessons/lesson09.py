@@ -13,16 +13,14 @@ The exercise checks of the lesson follow its plumbing.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from course_utils.checks import CheckResult, check_numbers
 from course_utils.hardware import cpu_has_fast_bf16
+from course_utils.memory import peak_memory
 
 # First CUDA compute capability with tensor cores (Volta, 7.0): fp16 matmuls run several times faster there.
 TENSOR_CORE_CAPABILITY = (7, 0)
@@ -70,37 +68,6 @@ def fast_low_precision_dtype(device: torch.device | str) -> LowPrecisionChoice:
     return LowPrecisionChoice(None, f"mixed precision speed on {device.type!r} is not covered by this course")
 
 
-class _LiveTensorBytes(TorchDispatchMode):
-    """Counts the bytes of every tensor storage created by an op while active, until it is freed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.live = 0
-        self.peak = 0
-        self._tracked: set[int] = set()
-
-    def _free(self, key: int, nbytes: int) -> None:
-        self._tracked.discard(key)
-        self.live -= nbytes
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
-                  if isinstance(t, torch.Tensor)}
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor):
-                continue
-            storage = t.untyped_storage()
-            key = storage.data_ptr()
-            if key in inputs or key in self._tracked or storage.nbytes() == 0:
-                continue  # a view, an in-place result or an already counted storage
-            self._tracked.add(key)
-            self.live += storage.nbytes()
-            weakref.finalize(storage, self._free, key, storage.nbytes())
-        self.peak = max(self.peak, self.live)
-        return out
-
-
 def peak_memory_bytes(fn: Callable[[], Any], device: torch.device | str = "cpu") -> int:
     """Peak bytes of tensor memory that ``fn()`` allocates on top of what already existed.
 
@@ -122,10 +89,9 @@ def peak_memory_bytes(fn: Callable[[], Any], device: torch.device | str = "cpu")
         fn()
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) - before
-    tracker = _LiveTensorBytes()
-    with tracker:
+    with peak_memory() as peak:
         fn()
-    return tracker.peak
+    return peak.bytes
 
 
 # ---------------------------------------- exercise checks
