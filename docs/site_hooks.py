@@ -1,16 +1,21 @@
 """mkdocs hooks for the course site: the home page is the README's introduction, the notebook table of the
-registry of lessons (course_utils.lessons) with the README's notes on it, and the README's full-profile section."""
+registry of lessons (course_utils.lessons) with the README's notes on it, and the README's full-profile section;
+a notebook page's table of contents is made from its rendered headings, inline code included; a style sheet keeps
+the home table's file names whole."""
 
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
+from mkdocs.structure.toc import get_toc
 
 from course_utils import colab
-from course_utils.lessons import markdown_table
+from course_utils.lessons import site_table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -21,25 +26,107 @@ def _section(readme: str, title: str) -> str:
 
 
 def home_page(readme: str) -> str:
-    """The README's title and introduction, the registry's notebook table with the README's notes under it, and
+    """The README's title and introduction, the registry's notebook table (its site version) with the README's
+    notes under it, and
     the README's section on the full profile. Links to notebooks (lessons and their published full-profile runs)
     point at their pages, which sit where the notebooks sit; other relative links point at the file on GitHub."""
     intro = readme.split("\n## ", 1)[0]
     notes = _section(readme, "Notebooks").split("\n\n", 1)[1]
     full = _section(readme, "The full profile")
-    text = f"{intro}\n## Notebooks\n\n{markdown_table()}\n\n{notes}\n## The full profile\n\n{full}"
+    text = f"{intro}\n## Notebooks\n\n{site_table()}\n\n{notes}\n## The full profile\n\n{full}"
     text = re.sub(r"\]\(notebooks/((?:full/)?\d\d_\w+\.ipynb)\)", r"](\1)", text)
     return re.sub(r"\]\((?!https?://|#|(?:full/)?\d\d_\w+\.ipynb\))([^)]+)\)", rf"]({colab.blob_url()}\1)", text)
 
 
+# The home table: the topics take the room they need to read as text, the times stay on their lines.
+STYLE_SHEET = "assets/course.css"
+STYLE = """.course-lessons td:first-child { width: 2.5em; }
+.course-lessons td:nth-child(3) { min-width: 16em; }
+.course-lessons td:nth-child(4) { white-space: nowrap; }
+"""
+
+
+class _Headings(HTMLParser):
+    """The headings of a rendered page that have an id: ``(level, id, inner HTML without the anchor link)``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.found: list[tuple[int, str, str]] = []
+        self._open: tuple[int, str] | None = None
+        self._html: list[str] = []
+        self._in_anchor = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = dict(attrs)
+        if re.fullmatch(r"h[1-6]", tag) and named.get("id"):
+            self._open, self._html = (int(tag[1]), str(named["id"])), []
+        elif self._open and tag == "a" and "anchor-link" in (named.get("class") or ""):
+            self._in_anchor = True
+        elif self._open and not self._in_anchor:
+            self._html.append(self.get_starttag_text() or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._open and tag == f"h{self._open[0]}":
+            self.found.append((*self._open, "".join(self._html).strip()))
+            self._open = None
+        elif self._in_anchor and tag == "a":
+            self._in_anchor = False
+        elif self._open and not self._in_anchor:
+            self._html.append(f"</{tag}>")
+
+    def handle_data(self, data: str) -> None:
+        if self._open and not self._in_anchor:
+            self._html.append(data)
+
+    def handle_entityref(self, name: str) -> None:
+        self.handle_data(f"&{name};")
+
+    def handle_charref(self, name: str) -> None:
+        self.handle_data(f"&#{name};")
+
+
+def headings(html: str) -> list[tuple[int, str, str]]:
+    """``(level, id, title as HTML)`` of every heading of ``html`` with an id, in order."""
+    parser = _Headings()
+    parser.feed(html)
+    return parser.found
+
+
+def toc_tokens(found: list[tuple[int, str, str]]) -> list[dict]:
+    """Nest headings by level into the tokens that mkdocs makes a table of contents of."""
+    root: list[dict] = []
+    stack: list[dict] = []
+    for level, anchor, title in found:
+        token = {"level": level, "id": anchor, "name": title, "children": []}
+        while stack and stack[-1]["level"] >= level:
+            stack.pop()
+        (stack[-1]["children"] if stack else root).append(token)
+        stack.append(token)
+    return root
+
+
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    """The repository's links (header and each page's "edit" button) from course_utils.colab."""
+    """The repository's links (header and each page's "edit" button) from course_utils.colab, and the style sheet."""
     config.repo_url = colab.REPOSITORY_URL
     config.repo_name = "GitHub"
     config.edit_uri = f"blob/{colab.REF}/notebooks/"
+    config.extra_css.append(STYLE_SHEET)
     return config
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     files.append(File.generated(config, "index.md", content=home_page(README.read_text())))
+    files.append(File.generated(config, STYLE_SHEET, content=STYLE))
     return files
+
+
+def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    """A notebook's table of contents from its rendered headings (mkdocs-jupyter makes it from the Markdown,
+    where it drops inline code from the titles and so links to anchors that the page does not have); the home
+    table marked for the style sheet."""
+    if page.file.src_uri.endswith(".ipynb"):
+        page.toc = get_toc(toc_tokens(headings(html)))  # type: ignore[arg-type]
+    if page.file.src_uri == "index.md":  # the notebook table, for the style sheet
+        start, end = html.index("<table>"), html.index("</table>") + len("</table>")
+        html = f'{html[:start]}<div class="course-lessons">{html[start:end]}</div>{html[end:]}'
+    return html

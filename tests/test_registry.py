@@ -56,3 +56,11 @@ def test_lookup_and_validation():
         Branch("quantum", "then", "otherwise")
     with pytest.raises(ValueError, match="lesson 10 needs unknown requirements"):
         Lesson("10", "warp", "Warp drive", "topics", "gpu", needs=("warp_core",))
+
+
+def test_site_row_of_a_lesson():
+    header, _, first = lessons.site_table().splitlines()[:3]
+    assert header == "| # | lesson | topics | quick · full |"
+    assert first.startswith("| 01 | [Tensors and autograd](notebooks/01_autograd.ipynb) | tensors, dtypes")
+    assert "<br>*GPU:* optional: adds a GPU matmul timing | " in first
+    assert len(lessons.site_table().splitlines()) == 2 + len(lessons.LESSONS)

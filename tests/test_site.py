@@ -6,12 +6,20 @@ outputs (nothing is re-executed), so it takes seconds and CI keeps the site from
 
 from __future__ import annotations
 
+import functools
+import html
+import http.server
 import json
 import re
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
+from browser import chromium_page, screenshot
 from conftest import NOTEBOOKS, REPO
 
 SITE = REPO / "build" / "site"
@@ -52,3 +60,77 @@ def test_home_page_links_each_published_full_profile_run(site):
 def test_each_published_full_profile_run_is_a_page_beside_its_lesson(site, notebook):
     page = (site / "full" / notebook.stem / "index.html").read_text()
     assert "Lecture-scale results." in page and "profile full (" in page
+
+
+def markdown_headings(notebook) -> list[str]:
+    """The titles of a notebook's Markdown headings below its title, as written (inline code in backticks)."""
+    titles = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        fenced = False
+        for line in "".join(cell["source"]).splitlines() if cell["cell_type"] == "markdown" else []:
+            fenced ^= line.startswith("```")
+            if not fenced and (match := re.match(r"#{2,6} (.+)", line)):
+                titles.append(match[1].strip())
+    return titles
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_pages_table_of_contents_shows_its_headings_whole(site, notebook):
+    for page in (site / notebook.stem / "index.html", site / "full" / notebook.stem / "index.html"):
+        text = page.read_text()
+        ids = set(re.findall(r'<h[1-6][^>]* id="([^"]+)"', text))
+        toc = re.findall(r'<a href="#([^"]+)" class="md-nav__link">\s*<span class="md-ellipsis">\s*(.*?)\s*</span>',
+                         text, re.S)
+        assert toc and {anchor for anchor, _ in toc} <= ids, "every entry links a heading of the page"
+        titles = {title for _, title in toc}
+        for heading in markdown_headings(notebook):
+            assert re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(heading, quote=False)) in titles, heading
+
+
+@contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """The folder over HTTP on a free port of 127.0.0.1 (the site's search worker refuses file:// pages)."""
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_port}/"
+        finally:
+            server.shutdown()
+            thread.join(timeout=5)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+
+# Every word of the titles and topics (code included) that the browser split over two lines; a break after a
+# hyphen is a break between words.
+SPLIT_WORDS = """() => [...document.querySelectorAll('.course-lessons td:is(:nth-child(2), :nth-child(3))')]
+  .flatMap(cell => {
+    const split = [], walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/[^\\s-]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        if (range.getClientRects().length > 1) split.push(word[0]);
+      }
+    }
+    return split;
+  })"""
+
+
+@pytest.mark.browser
+def test_the_home_table_reads_at_a_laptops_width(site, tmp_path):
+    with served(site) as url, chromium_page(tmp_path / "profile", width=1366, height=768) as page:
+        page.goto(url)
+        page.wait_for_load_state("networkidle")
+        wrapper = "document.querySelector('.course-lessons table').parentElement"
+        assert page.evaluate(f"() => {wrapper}.scrollWidth <= {wrapper}.clientWidth"), "the table scrolls sideways"
+        assert page.evaluate("() => document.querySelector('.course-lessons td:nth-child(3)').offsetWidth") >= 240
+        assert page.evaluate(SPLIT_WORDS) == [], "words broken over two lines"
+        page.locator(".course-lessons table").scroll_into_view_if_needed()
+        screenshot(page, "site_home_table")

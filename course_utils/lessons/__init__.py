@@ -264,6 +264,16 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+def site_table() -> str:
+    """The course site's notebook table: the README table's columns folded into four that fit a laptop's screen
+    (each title links its lesson; what a GPU adds goes under the topics; both profiles' times share a column)."""
+    rows = ["| # | lesson | topics | quick · full |", "|---|---|---|---|"]
+    for entry in LESSONS:
+        rows.append(f"| {entry.number} | [{entry.title}](notebooks/{entry.notebook}) | {entry.topics}<br>"
+                    f"*GPU:* {entry.gpu} | {_duration(entry.quick_s)} · {_full_time(entry)} |")
+    return "\n".join(rows)
+
+
 def full_profile_table() -> str:
     """The README's table of what the full profile runs, lesson by lesson, with its measured times and their sum."""
     rows = ["| # | what the full profile runs (beyond the quick one), and why | full profile |", "|---|---|---|"]
