@@ -27,7 +27,7 @@ endif
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
 
-.PHONY: lab test venv venv-path check-python browser doctor execute full links slides site screenshots clean-venv
+.PHONY: lab test venv venv-path check-python browser doctor execute full links slides handouts site screenshots clean-venv
 
 # Before pip starts: a Python and a platform that the pinned wheels exist for, or a message that says what to do.
 check-python:
@@ -116,6 +116,11 @@ slides: venv $(SLIDES_DIR)/vendor/.fetched
 	  --SlidesExporter.jquery_url=vendor/jquery/dist/jquery.min.js \
 	  --SlidesExporter.mathjax_url='vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe' \
 	  $(NOTEBOOKS)
+
+# PDF handouts of the decks in build/handouts/, one page per slide: reveal.js's print mode in headless Chromium
+# (Debian's chromium; `make browser` installs it as root).
+handouts: slides
+	"$(BIN)/python" -m course_utils handouts --out build/handouts $(NOTEBOOKS)
 
 # The course's static site (mkdocs-jupyter over the executed notebooks) in build/site/. The site is
 # built from the committed outputs, not re-executed. (MkDocs 1.x prints a notice about MkDocs 2.0,

@@ -1,4 +1,5 @@
-"""``python -m course_utils COMMAND``: the course's command line: ``doctor``, ``execute`` and ``links``."""
+"""``python -m course_utils COMMAND``: the course's command line: ``doctor``, ``execute``, ``handouts`` and
+``links``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ DOCTOR = ("Print what this machine has (CPU, GPUs, versions, data, network, run 
 EXECUTE = ("Execute lessons top to bottom: with the quick profile in place (their committed outputs), or with the "
            "full profile into notebooks/full/ (the published lecture-scale results, skipped when already run on the "
            "lesson's current code); exit with 1 when a lesson fails.")
+HANDOUTS = ("Print the slide decks of lessons (made by `make slides` in build/slides/) to PDF handouts, one page per "
+            "slide, with headless Chromium; exit with 1 when a deck is missing.")
 LINKS = ("Point every badge, Colab install line and project URL of this checkout at the repository and ref named in "
          "course_utils/colab.py (after a fork, or for a release tag); with --check, only list the files that "
          "disagree and exit with 1 if any does.")
@@ -48,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK", help="e.g. notebooks/02_optimizers.ipynb")
     run.add_argument("--profile", choices=("quick", "full"), default="quick", help="run profile (default: quick)")
     run.add_argument("--force", action="store_true", help="full profile: run lessons whose published copy is current")
+    handouts = commands.add_parser("handouts", help="print lessons' slide decks to PDF", description=HANDOUTS)
+    handouts.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK",
+                          help="e.g. notebooks/01_autograd.ipynb")
+    handouts.add_argument("--decks", type=Path, default=Path("build/slides"), help="where the decks are")
+    handouts.add_argument("--out", type=Path, default=Path("build/handouts"), help="where the PDFs go")
     links = commands.add_parser("links", help="point badges and install lines at course_utils/colab.py's repository",
                                 description=LINKS)
     links.add_argument("--check", action="store_true", help="change nothing; exit with 1 if a file disagrees")
@@ -79,9 +87,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return execute.run(args.notebooks, args.profile, force=args.force)
     if args.command == "links":
         return _links(check=args.check)
+    if args.command == "handouts":
+        return _handouts(args.notebooks, args.decks, args.out)
     report = doctor.collect(network=not args.offline, tensorflow=not args.no_tensorflow, timeout=args.timeout)
     print(json.dumps(doctor.to_json(report), indent=2) if args.json else doctor.format_report(report))
     return doctor.exit_status(report)
+
+
+def _handouts(notebooks: Sequence[Path], decks: Path, out: Path) -> int:
+    from course_utils import handouts  # needs Playwright: requirements.txt has it, the package does not
+
+    missing = [decks / f"{nb.stem}.slides.html" for nb in notebooks if not (decks / f"{nb.stem}.slides.html").is_file()]
+    if missing:
+        print(f"no deck {', '.join(map(str, missing))}: build the decks first (`make slides`, or `make handouts`, "
+              "which does)")
+        return 1
+    for nb in notebooks:
+        pdf = out / f"{nb.stem}.pdf"
+        pages = handouts.print_deck(decks / f"{nb.stem}.slides.html", pdf)
+        print(f"{pdf}: {pages} pages")
+    return 0
 
 
 def _links(*, check: bool) -> int:

@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-from browser import chromium_page, screenshot
+from browser import chromium_executable, chromium_page, screenshot
 from conftest import NOTEBOOKS, REPO, TEMPLATE, load_notebook, source
+from course_utils import handouts
 
 SLIDE_TYPES = {"slide", "subslide", "fragment", "skip", "notes", "-"}
 DECK = "01_autograd"
@@ -186,3 +187,7 @@ def test_make_slides_renders_lesson_01_in_chromium(tmp_path):
         assert "References" in js("return Reveal.getCurrentSlide().textContent;")
         math_on_screen()
         screenshot(page, "slides-01-last")
+
+    # The handout: a page per slide, printed offline by the same Chromium.
+    pdf = tmp_path / f"{DECK}.pdf"
+    assert handouts.print_deck(html, pdf, executable=chromium_executable()) == subslides
