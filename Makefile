@@ -115,6 +115,7 @@ slides: venv $(SLIDES_DIR)/vendor/.fetched
 	  --SlidesExporter.require_js_url=vendor/requirejs/require.js \
 	  --SlidesExporter.jquery_url=vendor/jquery/dist/jquery.min.js \
 	  --SlidesExporter.mathjax_url='vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe' \
+	  --SlidesExporter.preprocessors="['course_utils.slides.Excerpts']" \
 	  $(NOTEBOOKS)
 
 # PDF handouts of the decks in build/handouts/, one page per slide: reveal.js's print mode in headless Chromium

@@ -1,5 +1,5 @@
-"""``python -m course_utils COMMAND``: the course's command line: ``doctor``, ``execute``, ``handouts`` and
-``links``."""
+"""``python -m course_utils COMMAND``: the course's command line: ``doctor``, ``execute``, ``slides``, ``handouts``
+and ``links``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ DOCTOR = ("Print what this machine has (CPU, GPUs, versions, data, network, run 
 EXECUTE = ("Execute lessons top to bottom: with the quick profile in place (their committed outputs), or with the "
            "full profile into notebooks/full/ (the published lecture-scale results, skipped when already run on the "
            "lesson's current code); exit with 1 when a lesson fails.")
+SLIDES = ("Measure lessons' decks: slides, words and code lines on a slide, speaker notes (a Markdown table); with "
+          "--check, list the slides over the rule of CONTRIBUTING.md (at most 50 words and 15 lines of code on a "
+          "slide) and exit with 1 if there is one.")
 HANDOUTS = ("Print the slide decks of lessons (made by `make slides` in build/slides/) to PDF handouts, one page per "
             "slide, with headless Chromium; exit with 1 when a deck is missing.")
 LINKS = ("Point every badge, Colab install line and project URL of this checkout at the repository and ref named in "
@@ -51,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK", help="e.g. notebooks/02_optimizers.ipynb")
     run.add_argument("--profile", choices=("quick", "full"), default="quick", help="run profile (default: quick)")
     run.add_argument("--force", action="store_true", help="full profile: run lessons whose published copy is current")
+    slides = commands.add_parser("slides", help="measure lessons' decks against the slide rule", description=SLIDES)
+    slides.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK", help="e.g. notebooks/01_autograd.ipynb")
+    slides.add_argument("--check", action="store_true", help="list the slides over the rule; exit with 1 if any")
     handouts = commands.add_parser("handouts", help="print lessons' slide decks to PDF", description=HANDOUTS)
     handouts.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK",
                           help="e.g. notebooks/01_autograd.ipynb")
@@ -89,9 +95,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _links(check=args.check)
     if args.command == "handouts":
         return _handouts(args.notebooks, args.decks, args.out)
+    if args.command == "slides":
+        return _slides(args.notebooks, check=args.check)
     report = doctor.collect(network=not args.offline, tensorflow=not args.no_tensorflow, timeout=args.timeout)
     print(json.dumps(doctor.to_json(report), indent=2) if args.json else doctor.format_report(report))
     return doctor.exit_status(report)
+
+
+def _slides(notebooks: Sequence[Path], *, check: bool) -> int:
+    from course_utils import slides  # needs nbconvert: requirements.txt has it, the package does not
+
+    missing = [str(path) for path in notebooks if not path.is_file()]
+    if missing:
+        print(f"no such notebook: {', '.join(missing)}")
+        return 2
+    print(slides.stats(notebooks))
+    if not check:
+        return 0
+    found = {path: slides.too_full(json.loads(path.read_text())) for path in notebooks}
+    for path, problems in found.items():
+        for problem in problems:
+            print(f"{path}: {problem}")
+    return 1 if any(found.values()) else 0
 
 
 def _handouts(notebooks: Sequence[Path], decks: Path, out: Path) -> int:

@@ -39,7 +39,7 @@ def home_page(readme: str) -> str:
 
 
 # The home table: the topics take the room they need to read as text, the times stay on their lines.
-STYLE_SHEET = "assets/course.css"
+STYLE_SHEET = "assets/course.css"  # mkdocs.yml's extra_css
 STYLE = """.course-lessons td:first-child { width: 2.5em; }
 .course-lessons td:nth-child(3) { min-width: 16em; }
 .course-lessons td:nth-child(4) { white-space: nowrap; }
@@ -106,11 +106,10 @@ def toc_tokens(found: list[tuple[int, str, str]]) -> list[dict]:
 
 
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    """The repository's links (header and each page's "edit" button) from course_utils.colab, and the style sheet."""
+    """The repository's links (header and each page's "edit" button) from course_utils.colab."""
     config.repo_url = colab.REPOSITORY_URL
     config.repo_name = "GitHub"
     config.edit_uri = f"blob/{colab.REF}/notebooks/"
-    config.extra_css.append(STYLE_SHEET)
     return config
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from browser import chromium_executable, chromium_page, screenshot
 from conftest import NOTEBOOKS, REPO, TEMPLATE, load_notebook, source
-from course_utils import handouts
+from course_utils import handouts, slides
 
 SLIDE_TYPES = {"slide", "subslide", "fragment", "skip", "notes", "-"}
 DECK = "01_autograd"
@@ -84,7 +84,7 @@ def expected_math(nb: dict) -> tuple[int, int]:
     """(display, inline) TeX snippets in the markdown cells that the deck shows."""
     display = inline = 0
     for cell in nb["cells"]:
-        if cell["cell_type"] != "markdown" or slide_type(cell) in ("skip", "notes"):
+        if cell["cell_type"] != "markdown" or slide_type(cell) == "skip":  # notes are typeset too (speaker view)
             continue
         text = re.sub(r"```.*?```|`[^`\n]*`", "", source(cell), flags=re.DOTALL)  # code is not typeset
         display += len(re.findall(r"\$\$.+?\$\$", text, flags=re.DOTALL))
@@ -169,7 +169,8 @@ def test_make_slides_renders_lesson_01_in_chromium(tmp_path):
 
         # Skipped cells are not in the deck, the others are: by cell id, and by the text of the code.
         ids = page.evaluate("() => [...document.querySelectorAll('.jp-Cell')].map(c => c.id.replace('cell-id=', ''))")
-        assert ids == [c["id"] for c in nb["cells"] if slide_type(c) != "skip"]
+        shown = [i for i in ids if not i.endswith("-whole")]  # a code excerpt's whole cell, in the notes
+        assert shown == [c["id"] for c in nb["cells"] if slide_type(c) != "skip"]
         code = [(slide_type(c), normalized(source(c))) for c in nb["cells"] if c["cell_type"] == "code"]
         assert [s for t, s in code if t == "skip"] and not [s for t, s in code if t == "skip" and s in text]
         assert all(s in text for t, s in code if t not in ("skip", "notes"))
@@ -188,6 +189,57 @@ def test_make_slides_renders_lesson_01_in_chromium(tmp_path):
         math_on_screen()
         screenshot(page, "slides-01-last")
 
+    # The presenter's view: `s` opens reveal.js's speaker view (offline), with the title slide's notes.
+    notes = source(next(c for c in nb["cells"] if slide_type(c) == "notes"))
+    with chromium_page(tmp_path / "speaker") as page:
+        page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())
+        page.goto(html.as_uri())
+        page.wait_for_function(f"() => window.require && require.defined({module.group(1)!r}) "
+                               f"&& require({module.group(1)!r}).isReady()", timeout=60_000)
+        with page.context.expect_page() as opened:
+            page.keyboard.press("s")
+        speaker = opened.value
+        speaker.wait_for_function("() => { const n = document.querySelector('.speaker-controls-notes .value');"
+                                  " return n && n.textContent.trim().length > 0; }", timeout=60_000)
+        shown = normalized(speaker.locator(".speaker-controls-notes .value").inner_text())
+        assert normalized(re.sub(r"[*`#]", "", notes))[:40] in normalized(re.sub(r"[*`#]", "", shown))
+        speaker.wait_for_timeout(1000)  # the current and upcoming slides load in their frames
+        screenshot(speaker, "slides-01-speaker-view")
+
     # The handout: a page per slide, printed offline by the same Chromium.
     pdf = tmp_path / f"{DECK}.pdf"
     assert handouts.print_deck(html, pdf, executable=chromium_executable()) == subslides
+
+
+@pytest.mark.parametrize("lesson", [*NOTEBOOKS, TEMPLATE], ids=[p.name for p in [*NOTEBOOKS, TEMPLATE]])
+def test_every_slide_fits_a_projector(lesson):
+    nb = load_notebook(lesson)
+    assert slides.too_full(nb) == [], f"`python -m course_utils slides --check {lesson.relative_to(REPO)}`"
+    assert sum(slide_type(c) == "notes" for c in nb["cells"]) >= 3, "the explanation goes into speaker notes"
+    for cell in nb["cells"]:
+        slides.excerpt(cell)  # an excerpt names lines of its cell
+
+
+PLAN_HEADINGS = ["## Sections", "## Before the lecture", "## When the room has no GPU"]
+
+
+@pytest.mark.parametrize("lesson", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_each_lesson_has_an_instructor_plan(lesson):
+    plan = REPO / "docs" / "instructors" / f"{lesson.name[:2]}.md"
+    assert plan.is_file(), f"write {plan.relative_to(REPO)} (CONTRIBUTING.md, Slides)"
+    text = plan.read_text()
+    title = source(load_notebook(lesson)["cells"][0]).splitlines()[0]
+    assert text.startswith(f"{title}: the instructor's plan\n")
+    assert [line for line in text.splitlines() if line.startswith("## ")] == PLAN_HEADINGS
+    table = text.split("## Sections", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
+            if line.startswith("|") and not line.startswith("|---")][1:]
+    sections = [re.match(r"## (\d+) · ", line)[1] for line in source_lines(load_notebook(lesson))
+                if re.match(r"## \d+ · ", line)]
+    assert [row[0].split(" · ")[0] for row in rows if re.match(r"\d+ · ", row[0])] == sections, "a row per section"
+    assert rows[-1][0] == "total" and int(rows[-1][1]) == sum(int(row[1]) for row in rows[:-1])
+    assert 30 <= int(rows[-1][1]) <= 120, "a lecture of 30 to 120 minutes"
+
+
+def source_lines(nb: dict) -> list[str]:
+    return [line for cell in nb["cells"] if cell["cell_type"] == "markdown" for line in source(cell).splitlines()]
