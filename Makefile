@@ -129,13 +129,14 @@ handouts: slides
 site: venv
 	NO_MKDOCS_2_WARNING=1 "$(BIN)/mkdocs" build --strict --site-dir build/site
 
-# Refresh the README's two screenshots: run the browser tests that take them (into build/screenshots/,
+# Refresh the README's screenshots: run the browser tests that take them (into build/screenshots/,
 # ignored by git) and copy their pictures to docs/images/.
 screenshots: venv browser
 	COURSE_PROFILE=quick "$(BIN)/python" -m pytest -q tests/test_lab.py::test_a_lesson_renders_in_chromium \
-	  tests/test_tensorboard_browser.py
+	  tests/test_tensorboard_browser.py tests/test_slides.py::test_make_slides_renders_lesson_01_in_chromium
 	mkdir -p docs/images
-	cp build/screenshots/jupyterlab.png build/screenshots/tensorboard-hparams.png docs/images/
+	cp build/screenshots/jupyterlab.png build/screenshots/tensorboard-hparams.png \
+	  build/screenshots/slides-01-derivation.png build/screenshots/slides-01-speaker-view.png docs/images/
 
 # After changing REPOSITORY or REF in course_utils/colab.py (a fork, a release tag): rewrite every badge, Colab
 # install line and project URL to match.
