@@ -7,6 +7,7 @@ student would on a cluster (``torchrun``, several TensorFlow workers). Everythin
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 LOCALHOST = "127.0.0.1"
 
@@ -135,6 +137,19 @@ def run_processes(commands: Sequence[Sequence[str]], *, timeout: float, env: Map
         tails = "\n".join(f"[{' '.join(r.command)}]\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}" for r in results)
         raise TimeoutError(f"processes did not finish within {timeout} s and were killed:\n{tails}")
     return results
+
+
+def read_rank_results(folder: Path | str, *, prefix: str = "rank", key: str = "rank") -> list[dict[str, Any]]:
+    """The JSON results that the processes of a launch wrote as ``<prefix><N>.json`` in ``folder``, sorted by
+    ``key`` (the rank each wrote, or ``"RANK"`` for the variable torchrun set).
+
+    Raises:
+        FileNotFoundError: when no process wrote one (the launch failed before the end, or wrote elsewhere).
+    """
+    paths = sorted(Path(folder).glob(f"{prefix}*.json"))
+    if not paths:
+        raise FileNotFoundError(f"no {prefix}*.json in {folder}: the processes did not write their results there.")
+    return sorted((json.loads(path.read_text()) for path in paths), key=lambda result: result[key])
 
 
 def torchrun_command(script: Path | str, *script_args: str, nproc_per_node: int = 2, nnodes: int = 1,

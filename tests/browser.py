@@ -6,7 +6,6 @@ two from there into ``docs/images/``.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from course_utils import handouts
 
 SCREENSHOTS = REPO / "build" / "screenshots"
 # Closed-network friendly: no background requests to Google's services, no QUIC, no first-run UI.
@@ -22,13 +22,14 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 
 
 def chromium_executable() -> str:
-    """Path of Debian's ``chromium``; fails (not skips) with what to do when it is missing."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
+    """Path of Debian's ``chromium`` (the one ``make handouts`` prints with); fails (not skips) with what to do
+    when it is missing."""
+    try:
+        return handouts.chromium()
+    except RuntimeError:
         pytest.fail("Chromium not found. `make test` installs Debian's chromium when run as root; otherwise "
                     "`sudo apt-get install chromium`, or leave the browser tests out: "
                     "PYTEST_ARGS=\"-m 'not browser'\".")
-    return path
 
 
 @contextmanager

@@ -9,6 +9,7 @@ import pytest
 from course_utils.launch import (
     free_port,
     free_ports,
+    read_rank_results,
     run_processes,
     scratch_dir,
     torchrun_command,
@@ -78,6 +79,16 @@ def test_tf_config_json():
     for bad in ({}, {"worker": []}, {"worker": "12"}):
         with pytest.raises(ValueError, match="non-empty list of ports"):
             cluster_spec(bad)
+
+
+def test_read_rank_results_sorts_by_rank_and_says_when_there_are_none(tmp_path):
+    for name, rank in (("rank1.json", 1), ("rank0.json", 0), ("resumed0.json", 0)):
+        (tmp_path / name).write_text(json.dumps({"rank": rank, "RANK": 1 - rank, "file": name}))
+    assert [r["file"] for r in read_rank_results(tmp_path)] == ["rank0.json", "rank1.json"]
+    assert [r["file"] for r in read_rank_results(tmp_path, key="RANK")] == ["rank1.json", "rank0.json"]
+    assert [r["file"] for r in read_rank_results(tmp_path, prefix="resumed")] == ["resumed0.json"]
+    with pytest.raises(FileNotFoundError, match="node"):
+        read_rank_results(tmp_path, prefix="node")
 
 
 def test_torchrun_gloo_all_reduce_on_two_processes(tmp_path):

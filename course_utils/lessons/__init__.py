@@ -126,7 +126,7 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("nccl_4_gpus", "DDP + model parallel with NCCL on 4 GPUs",
                             "DDP + model parallel with gloo on CPU processes")),
            needs=("gloo",),
-           quick_s=57, full_s=135,
+           quick_s=50, full_s=125,
            full_scale=("DDP trains on all 60,000 MNIST images for 10 epochs (quick: 6,000 for 2); the DDP "
                        "throughput benchmark times 40 steps instead of 10")),
     Lesson("06", "tf_distribute", "tf.distribute and the Keras functional API",
@@ -202,7 +202,7 @@ LESSONS: tuple[Lesson, ...] = (
                                            "one process per GPU", "FSDP's features on 2 CPU processes with gloo, "
                                                                   "without CPU offload"),
                      Branch("cuda", "adds the peak GPU memory of a training step", "GPU memory skipped")),
-           needs=("gloo",), quick_s=55, full_s=292,
+           needs=("gloo",), quick_s=57, full_s=291,
            full_scale=("DDP and FSDP train on all 60,000 MNIST images for 3 epochs (quick: 6,000 for 2), the resumed "
                        "run the 2 epochs after its checkpoint (quick: 1), so that the test accuracy is a trained "
                        "model's; 20 timed repeats instead of 5")),
