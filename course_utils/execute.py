@@ -6,7 +6,8 @@ each lesson runs with the full profile into ``notebooks/full/``, the lecture-sca
 the lessons, and the copy records its run in its metadata (``course_run``): wall time, machine, versions,
 each code cell's seconds and the digest of the code that ran. A lesson whose published copy came from its
 current code is skipped unless forced (it only takes the lesson's present prose), so an interrupted
-``make full`` resumes where it stopped.
+``make full`` resumes where it stopped. Each run of a lesson of this checkout writes its wall time into the
+record of run times (``course_utils/lessons/run_times.json``), which everything that quotes a lesson's time reads.
 
 Notebooks run as nbval runs them (their folder as working directory, the kernel's C-level output not
 captured), with progress bars off inside the kernel and one progress bar per lesson on the terminal.
@@ -31,7 +32,7 @@ from tqdm import tqdm
 
 from course_utils import colab, hardware
 from course_utils.device import device_name
-from course_utils.lessons import lesson
+from course_utils.lessons import lesson, record_run_time
 from course_utils.profile import PROFILE_ENV, get_profile
 from course_utils.progress import PROGRESS_ENV
 from course_utils.versions import installed as installed_version
@@ -46,6 +47,7 @@ KERNEL_AS_NBVAL = ["--IPKernelApp.capture_fd_output=False"]
 KEPT_NOTEBOOK_METADATA = ("kernelspec",)
 KEPT_CELL_METADATA = ("tags", "slideshow")
 BANNER_ID = "full-profile-run"
+RUN_TIMES_NAME = "course_utils/lessons/run_times.json"
 RECORDED_VERSIONS = ("torch", "tensorflow", "keras")  # the packages whose versions a run's record keeps
 
 
@@ -88,6 +90,12 @@ def source_digest(notebook: Path) -> str:
     digest = hashlib.sha256(cells.encode())
     digest.update(module.read_bytes())
     return digest.hexdigest()
+
+
+def in_this_checkout(notebook: Path) -> bool:
+    """Whether ``notebook`` is one of the lessons of the checkout this package is installed from (editable), whose
+    run times the record keeps; a copy elsewhere (a test's, a student's) leaves the record alone."""
+    return notebook.resolve().parent == Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def published_path(notebook: Path) -> Path:
@@ -245,7 +253,7 @@ def run(notebooks: list[Path], profile: str, *, force: bool = False) -> int:
         except CellExecutionError:
             failures.append(notebook.name)
             continue
-        wall = round(time.perf_counter() - start)
+        wall = max(1, round(time.perf_counter() - start))
         if profile == "quick":
             nbformat.write(nb, notebook)
             print(f"{notebook.name}: {wall} s (quick), outputs written in place")
@@ -254,8 +262,10 @@ def run(notebooks: list[Path], profile: str, *, force: bool = False) -> int:
                                hardware=hardware.detect().summary(), versions=_versions(), cell_seconds=seconds,
                                source_digest=source_digest(notebook))
             path = publish(notebook, nb, record)
-            print(f"{notebook.name}: {wall} s (full), published as {path}; the registry's full_s of lesson "
-                  f"{lesson_number(notebook)} is {lesson(lesson_number(notebook)).full_s}")
+            print(f"{notebook.name}: {wall} s (full), published as {path}")
+        if in_this_checkout(notebook):
+            record_run_time(lesson_number(notebook), profile, wall)
+            print(f"    recorded in {RUN_TIMES_NAME}: regenerate the README's tables (CONTRIBUTING.md, step 5)")
     if failures:
         print(f"failed: {', '.join(failures)}", file=sys.stderr)
     return 1 if failures else 0

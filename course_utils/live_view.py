@@ -31,7 +31,7 @@ def live_view_allowed() -> tuple[bool, str]:
         return explicit == "1", f"${LIVE_ENV}={explicit}"
     if os.environ.get("CI"):
         return False, "running under CI ($CI is set)"
-    driver = _automated_driver()
+    driver = automated_driver()
     if driver:
         return False, f"the notebook is executed by {driver}, not by a person"
     return True, "interactive session"
@@ -43,7 +43,7 @@ def live_view_host() -> str:
     return "0.0.0.0" if os.environ.get(CONTAINER_ENV) == "1" else "localhost"
 
 
-def _automated_driver() -> str | None:
+def automated_driver() -> str | None:
     """The automated runner that is this process or one of its ancestors, if any."""
     import psutil
 

@@ -1,8 +1,9 @@
-"""Timing with warm-up and repeats, and ratios against a baseline or an ideal."""
+"""Timing with warm-up and repeats, ratios against a baseline or an ideal, and the page faults behind a time."""
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -101,7 +102,9 @@ def measure_interleaved(fns: Mapping[str, Callable[[], Any]], *, warmup: int = 2
 
     :func:`measure` times one function after another; when the load of the machine changes during
     the run, the candidate timed last pays for it. Interleaving the candidates round by round
-    spreads such changes over all of them, so the ratio of their medians stays meaningful.
+    spreads such changes over all of them, so the ratio of their medians stays meaningful. Each round
+    starts one candidate further along (A B C, B C A, C A B, ...), so that no candidate always runs
+    right after the same neighbour, whose caches and memory it would inherit.
 
     Args:
         fns: name -> callable taking no arguments (e.g. ``lambda: model(x)``).
@@ -123,9 +126,11 @@ def measure_interleaved(fns: Mapping[str, Callable[[], Any]], *, warmup: int = 2
     if threads is not None:
         torch.set_num_threads(threads)
     times: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
     try:
         for round_ in range(warmup + repeats):
-            for name, fn in fns.items():
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+                fn = fns[name]
                 synchronize(device)
                 start = time.perf_counter()
                 for _ in range(calls):
@@ -153,6 +158,38 @@ def stopwatch() -> Iterator[Callable[[], float]]:
         yield lambda: (end if end is not None else time.perf_counter()) - start
     finally:
         end = time.perf_counter()
+
+
+@contextmanager
+def page_faults() -> Iterator[Callable[[], int]]:
+    """Context manager that counts this process's minor page faults (all its threads) during the block.
+
+    A minor fault is the kernel mapping (and zero-filling) a fresh page at its first touch. Large temporaries pay
+    for it at every call where the allocator returns their memory to the system and maps it again (on Linux,
+    glibc serves blocks of 32 MiB and more with ``mmap`` and unmaps them when freed), and a time that grows with
+    it measures the allocator, not the arithmetic::
+
+        with cu.page_faults() as faults:
+            fn()
+        print(faults(), "minor page faults")
+
+    Raises:
+        RuntimeError: on a platform without ``getrusage`` (native Windows: run the course in WSL).
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover (Windows)
+        raise RuntimeError(f"page faults are counted with getrusage, which {sys.platform} lacks: run the course "
+                           "in WSL, Docker or Colab (README).") from None
+
+    def now() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+    start, end = now(), None
+    try:
+        yield lambda: (end if end is not None else now()) - start
+    finally:
+        end = now()
 
 
 def speedup(baseline: float, improved: float) -> float:

@@ -74,6 +74,7 @@ def test_a_setup_cell_installs_the_package_as_in_colab(tmp_path: Path, fake_root
         setup.replace(colab.REPOSITORY_URL, url),
         "import importlib.metadata",
         "print('installed at', cu.__file__)",
+        "print('times:', cu.lessons.reference_times('01', 'quick'))  # a person's setup line prints them",
         "print('from', importlib.metadata.distribution('course-utils').read_text('direct_url.json'))",
     ])
     env = {**without_pip_settings(), **OFFLINE,
@@ -82,7 +83,8 @@ def test_a_setup_cell_installs_the_package_as_in_colab(tmp_path: Path, fake_root
                          timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert f"installed at {tmp_path / 'venv'}" in out.stdout, "course_utils must come from the fresh install"
-    assert "profile quick ($COURSE_PROFILE=quick): the reference machine" in out.stdout
+    assert "profile quick ($COURSE_PROFILE=quick)" in out.stdout
+    assert "times: the reference machine" in out.stdout, "the record of run times is installed with the package"
     origin = json.loads(out.stdout.split("\nfrom ", 1)[1])
     assert origin["url"] == url and origin["vcs_info"]["requested_revision"] == colab.REF
 

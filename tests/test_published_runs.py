@@ -4,6 +4,7 @@ profile, without errors, from the lessons' current code, within the time budget,
 from __future__ import annotations
 
 import base64
+import re
 
 import pytest
 
@@ -12,6 +13,7 @@ from course_utils import execute
 from course_utils.lessons import LESSONS, full_profile_table, lesson
 
 LESSON_BUDGET_S, COURSE_BUDGET_S = 15 * 60, 60 * 60  # on 2 cores
+REFERENCE_SHARE = 0.8  # of the budget, at most, on the reference machine: a slower laptop still fits
 MAX_IMAGE_BYTES = 150_000
 
 
@@ -67,16 +69,29 @@ def test_its_images_are_small(published):
     assert max(sizes, default=0) <= MAX_IMAGE_BYTES
 
 
-def test_the_registry_quotes_its_measured_time(published):
+def test_the_record_of_run_times_holds_its_time(published):
     notebook, _, record = published
-    assert lesson(notebook.name[:2]).full_s == record.wall_seconds, (
-        f"set full_s={record.wall_seconds} for lesson {notebook.name[:2]} in course_utils/lessons/__init__.py")
+    recorded = lesson(notebook.name[:2]).full_s
+    assert recorded == record.wall_seconds, (
+        f"course_utils/lessons/run_times.json says lesson {notebook.name[:2]} took {recorded} s in the full profile, "
+        f"its published copy {record.wall_seconds} s: `make full` writes both")
+
+
+@pytest.mark.parametrize("path", [*NOTEBOOKS, *(execute.published_path(p) for p in NOTEBOOKS)],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_stored_copy_quotes_no_time_but_its_banners(path):
+    """A run cannot print its own time at its start: the setup line of a stored copy would quote the run before it.
+    The one time a copy shows is its banner's, from its own record (the quick copies' times are the README's)."""
+    code = next(c for c in load_notebook(path)["cells"] if c["cell_type"] == "code")
+    printed = "".join("".join(o.get("text", "")) for o in code["outputs"])
+    assert "ran this lesson in" not in printed, f"{path.name}: re-execute it (`make execute` / `make full`)"
 
 
 def test_every_lesson_and_the_course_fit_the_time_budget():
     times = {entry.number: entry.full_s for entry in LESSONS}
     assert None not in times.values()
-    assert max(times.values()) <= LESSON_BUDGET_S, times
+    assert max(times.values()) <= REFERENCE_SHARE * LESSON_BUDGET_S, (
+        f"leave 20% of the {LESSON_BUDGET_S // 60}-minute budget free on the reference machine: {times}")
     assert sum(times.values()) <= COURSE_BUDGET_S
 
 
@@ -90,3 +105,17 @@ def test_the_readme_says_what_runs_on_which_machine():
     assert table == full_profile_table()
     assert f"{machine} (`{hardware}`)" in readme.replace("\n", " ")
     assert all(entry.full_scale for entry in LESSONS)
+
+
+RUN_TIME_TALK = re.compile(r"\b(?:quick|full)\b[^.]*\bprofile\b|\bprofile\b[^.]*\b(?:takes|runs)\b"
+                           r"|make (?:full|execute)")
+DURATION = re.compile(r"(?<![\d.,])\d+(?:[.,]\d+)?(?: to \d+(?:[.,]\d+)?)? ?(?:s|min|minutes|seconds)\b")
+
+
+@pytest.mark.parametrize("plan", sorted((REPO / "docs" / "instructors").glob("[0-9][0-9].md")), ids=lambda p: p.name)
+def test_instructors_plans_quote_no_run_times(plan):
+    """A lesson's times live in one record (the README's tables, the banners); a plan that typed them would drift."""
+    for sentence in re.split(r"(?<=[.;:])\s+|\n-\s|\|", plan.read_text()):
+        if RUN_TIME_TALK.search(sentence):
+            assert not DURATION.search(sentence), (
+                f"{plan.name}: point at the README's table instead of typing a lesson's run time: {sentence.strip()!r}")

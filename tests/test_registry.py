@@ -64,3 +64,24 @@ def test_site_row_of_a_lesson():
     assert first.startswith("| 01 | [Tensors and autograd](notebooks/01_autograd.ipynb) | tensors, dtypes")
     assert "<br>*GPU:* optional: adds a GPU matmul timing | " in first
     assert len(lessons.site_table().splitlines()) == 2 + len(lessons.LESSONS)
+
+
+def test_every_lesson_has_both_times_in_the_record():
+    record = lessons.run_times()
+    assert sorted(record) == [entry.number for entry in LESSONS], "one entry per lesson in run_times.json"
+    for entry in LESSONS:
+        assert isinstance(entry.quick_s, int) and isinstance(entry.full_s, int), (
+            f"lesson {entry.number}: run `make execute` and `make full` for it (they record its times)")
+
+
+def test_recording_a_time_writes_the_one_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(lessons, "RUN_TIMES", tmp_path / "run_times.json")
+    lessons.record_run_time("03", "quick", 41)
+    lessons.record_run_time("03", "full", 213)
+    lessons.record_run_time("03", "quick", 40)
+    assert lessons.run_times() == {"03": {"quick_s": 40, "full_s": 213}}
+    assert (lesson("03").quick_s, lesson("03").full_s) == (40, 213)
+    for number, profile, seconds, message in (("42", "quick", 1, "no lesson"), ("03", "medium", 1, "unknown profile"),
+                                              ("03", "full", 0, "positive"), ("03", "full", 2.5, "positive")):
+        with pytest.raises(ValueError, match=message):
+            lessons.record_run_time(number, profile, seconds)

@@ -10,21 +10,27 @@ import pytest
 
 import course_utils as cu
 from conftest import REPO
-from course_utils import versions
+from course_utils import lessons, versions
 from course_utils.lessons import lesson
 
 
-def test_the_profile_chosen_in_setup_holds_for_the_kernel_and_its_processes(fake_root: Path, capsys):
+@pytest.fixture
+def person(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A person runs the notebook (the tests themselves run under pytest, an automated driver)."""
+    monkeypatch.setattr(cu, "automated_driver", lambda: None)
+
+
+def test_the_profile_chosen_in_setup_holds_for_the_kernel_and_its_processes(fake_root: Path, capsys, person):
     env = cu.setup("02", profile="quick")
     out = capsys.readouterr().out
     assert env.profile.name == "quick" and os.environ["COURSE_PROFILE"] == "quick"
     assert cu.get_profile().name == "quick"
     entry = lesson("02")
     assert (f"profile quick (chosen in setup()): the reference machine (2 CPU cores, no GPU) ran this lesson in "
-            f"{entry.quick_s} s (full profile: {entry.full_s // 60} min {entry.full_s % 60:02d} s)") in out
+            f"{lessons._duration(entry.quick_s)} (full profile: {lessons._duration(entry.full_s)})") in out
 
 
-def test_without_a_choice_setup_says_where_the_profile_came_from(fake_root: Path, capsys, monkeypatch):
+def test_without_a_choice_setup_says_where_the_profile_came_from(fake_root: Path, capsys, monkeypatch, person):
     cu.setup("01")
     assert "profile full (the default; setup(profile='quick') runs faster)" in capsys.readouterr().out
     monkeypatch.setenv("CI", "true")
@@ -35,10 +41,17 @@ def test_without_a_choice_setup_says_where_the_profile_came_from(fake_root: Path
     assert "profile full ($COURSE_PROFILE=full)" in capsys.readouterr().out
 
 
-def test_the_template_and_an_unnamed_lesson_print_no_times(fake_root: Path, capsys):
+def test_the_template_and_an_unnamed_lesson_print_no_times(fake_root: Path, capsys, person):
     cu.setup("00", profile="quick")
     cu.setup(profile="quick")
     assert "reference machine" not in capsys.readouterr().out
+
+
+def test_a_run_by_an_automated_driver_prints_no_times(fake_root: Path, capsys, monkeypatch):
+    """Its output is a stored copy: the time it would print is the run before it (the banner quotes the record)."""
+    monkeypatch.setattr(cu, "automated_driver", lambda: "course_utils execute")
+    cu.setup("02", profile="full")
+    assert "profile full (chosen in setup())\n" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("kwargs, message", [({"profile": "medium"}, "Unknown run profile 'medium'"),

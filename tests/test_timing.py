@@ -9,6 +9,7 @@ from course_utils.timing import (
     format_seconds,
     measure,
     measure_interleaved,
+    page_faults,
     parallel_efficiency,
     speedup,
     stopwatch,
@@ -65,12 +66,13 @@ def test_format_seconds_picks_a_unit():
     assert format_seconds(4.2e-6) == "4.2 µs" and format_seconds(3e-9) == "3 ns"
 
 
-def test_measure_interleaved_alternates_candidates():
+def test_measure_interleaved_alternates_candidates_and_rotates_who_goes_first():
     calls = []
-    timings = measure_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
-                                  warmup=1, repeats=3, calls=2)
-    assert calls == ["a", "a", "b", "b"] * 4
-    assert list(timings) == ["a", "b"] and all(len(t.times) == 3 for t in timings.values())
+    timings = measure_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b"),
+                                   "c": lambda: calls.append("c")}, warmup=1, repeats=3, calls=2)
+    rounds = ["aabbcc", "bbccaa", "ccaabb", "aabbcc"]  # no candidate always follows the same neighbour
+    assert "".join(calls) == "".join(rounds)
+    assert list(timings) == ["a", "b", "c"] and all(len(t.times) == 3 for t in timings.values())
 
 
 def test_measure_interleaved_sets_and_restores_threads():
@@ -90,3 +92,18 @@ def test_format_bytes():
     assert format_bytes(512) == "512 B"
     assert format_bytes(3 * 2**20) == "3 MiB"
     assert format_bytes(1.5 * 2**30) == "1.5 GiB"
+
+
+def test_page_faults_count_first_touches_and_freeze_at_exit():
+    import numpy as np
+
+    with page_faults() as faults:
+        block = np.ones(64 * 2**20 // 8)  # 64 MiB, written: every page touched for the first time
+    touched = faults()
+    del block
+    assert touched >= 64 * 2**20 // 2**21  # a fault per page: 16,384 of 4 KiB, or 32 huge pages of 2 MiB (numpy asks)
+    assert faults() == touched
+
+    with page_faults() as faults:
+        pass
+    assert 0 <= faults() < 100

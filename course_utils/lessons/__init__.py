@@ -7,12 +7,23 @@ and exercise checks are in ``course_utils.lessons.lessonNN``, imported by that n
     from course_utils.lessons import LESSONS, lesson
     print(lesson("09").title, lesson("09").notebook)
 
+How long each lesson takes is measured, not written: ``run_times.json`` beside this file is the one record of the
+reference machine's runs (``python -m course_utils execute`` writes it after each run of a lesson of this checkout:
+``make execute`` the quick profile's time, ``make full`` the full profile's, the one its published copy's banner
+states), and everything that prints a lesson's time reads it (:attr:`Lesson.quick_s`, the README's tables, the
+site, ``cu.setup``).
+
 Adding a lesson: CONTRIBUTING.md.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+
+RUN_TIMES = Path(__file__).with_name("run_times.json")  # {"01": {"quick_s": 12, "full_s": 16}, ...}
+PROFILE_KEYS = {"quick": "quick_s", "full": "full_s"}
 
 # What a lesson may need from the machine. The doctor decides each one from its report.
 REQUIREMENTS: dict[str, str] = {
@@ -57,8 +68,6 @@ class Lesson:
     packages: tuple[str, ...] = ()  # imported beyond torch and torchvision
     branches: tuple[Branch, ...] = ()  # what depends on the machine, for the doctor
     needs: tuple[str, ...] = ()  # requirements (keys of REQUIREMENTS) without which the lesson cannot run
-    quick_s: int | None = None  # measured: `make execute` on the reference machine (README)
-    full_s: int | None = None  # measured: `make full` on the reference machine (None: not measured yet)
     full_scale: str = ""  # what the full profile runs that the quick one does not, and why (README)
 
     def __post_init__(self) -> None:
@@ -72,6 +81,37 @@ class Lesson:
         """The notebook's file name."""
         return f"{self.number}_{self.slug}.ipynb"
 
+    @property
+    def quick_s(self) -> int | None:
+        """Seconds of the last quick-profile run (``make execute``) on the reference machine, from the record."""
+        return run_times().get(self.number, {}).get("quick_s")
+
+    @property
+    def full_s(self) -> int | None:
+        """Seconds of the run that made the published full-profile copy (``make full``), from ``run_times.json``."""
+        return run_times().get(self.number, {}).get("full_s")
+
+
+def run_times() -> dict[str, dict[str, int]]:
+    """The record of the lessons' measured run times: lesson number -> ``{"quick_s": ..., "full_s": ...}``."""
+    return json.loads(RUN_TIMES.read_text()) if RUN_TIMES.is_file() else {}
+
+
+def record_run_time(number: str, profile: str, seconds: int) -> None:
+    """Write a lesson's measured time in ``profile`` into the record (``python -m course_utils execute`` does).
+
+    Raises:
+        ValueError: for a number that is not a lesson's, an unknown profile or a time that is not a positive int.
+    """
+    lesson(number)
+    if profile not in PROFILE_KEYS:
+        raise ValueError(f"unknown profile {profile!r}; the record keeps {', '.join(PROFILE_KEYS)}.")
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+        raise ValueError(f"a run time is a positive number of whole seconds, got {seconds!r}.")
+    times = run_times()
+    times.setdefault(number, {})[PROFILE_KEYS[profile]] = seconds
+    RUN_TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
+
 
 LESSONS: tuple[Lesson, ...] = (
     Lesson("01", "autograd", "Tensors and autograd",
@@ -79,7 +119,6 @@ LESSONS: tuple[Lesson, ...] = (
            "products, a sigmoid neuron's gradient, XOR",
            "optional: adds a GPU matmul timing", packages=("tensorflow",),
            branches=(Branch("cuda", "adds a matmul timing on the GPU", "GPU matmul timing skipped"),),
-           quick_s=12, full_s=16,
            full_scale=("the matmul timing at n = 2,048 instead of 512, 20 timed repeats instead of 5 (steadier "
                        "medians)")),
     Lesson("02", "optimizers", "Optimizers",
@@ -88,37 +127,40 @@ LESSONS: tuple[Lesson, ...] = (
            "lecture's MNIST comparison at its scale (full profile) and why SGD starts slowly, `foreach`/`fused` steps",
            "optional: times the optimizer step on the GPU", datasets=("mnist",), packages=("tensorflow", "keras"),
            branches=(Branch("cuda", "Adam step timings on the GPU too", "Adam step timings on the CPU only"),),
-           quick_s=25, full_s=417,
            full_scale=("the lecture's own comparison at its scale: 3 networks × 7 optimizers, 20,000 iterations of "
                        "batch 128 on all 60,000 MNIST images (≈ 42.7 epochs; quick: 500 iterations on 6,000). The 7 "
                        "optimizers of a network train side by side in one forward and backward, which keeps the "
                        "420,000 steps within the budget")),
     Lesson("03", "multiprocessing", "Multiprocessing and the DataLoader",
-           "threads (`threading.local`, daemon threads) vs processes and the GIL, start methods, OS shared memory "
-           "and shared tensors, `Dataset`/`DataLoader` and samplers, the worker-count experiment against the "
-           "ideal (the lecture's table too), prefetching, disk reads",
+           "threads (`threading.local`, daemon threads) vs processes and the GIL, what starting each costs, start "
+           "methods, OS shared memory and shared tensors (pickle's copy against the shared-memory handle), a "
+           "DataLoader's queues and threads, `Dataset`/`DataLoader` and samplers, the worker-count experiment "
+           "against the ideal (the lecture's table too), prefetching, disk reads",
            "optional: times `pin_memory`", datasets=("fashion_mnist",),
            branches=(Branch("two_cores", "process speedups checked", "speedups that need 2 cores explained, not "
                                                                      "checked"),
-                     Branch("cuda", "times pin_memory copies to the GPU", "pin_memory timing skipped")),
-           quick_s=41, full_s=213,
+                     Branch("cuda", "times pin_memory copies to the GPU and shows the pin-memory thread",
+                            "pin_memory timing and thread skipped")),
            full_scale=("longer measurements, same experiments: 3 M loop iterations per task instead of 400 k, 64 "
                        "MiB shared tensors instead of 16, the worker experiment with 64 batches at 20 ms an item "
                        "instead of 16 at 5 ms, 30 training batches instead of 12, 512 MiB and 20,000 random reads "
                        "on disk instead of 64 MiB and 4,000")),
     Lesson("04", "tensorboard", "TensorBoard and hyper-parameter sweeps",
-           "`SummaryWriter` logging, a learning-rate × batch-size × shuffle sweep, HParams read back from the event "
-           "files, Keras TensorBoard callback", "optional", datasets=("fashion_mnist",),
+           "`SummaryWriter` logging (its default `runs/` folder), the GRAPHS tab read from the event file, which loss "
+           "applies which activation, a learning-rate × batch-size × shuffle sweep, the lecture's SGD against Adam, "
+           "shuffling measured, HParams read back from the event files, Keras TensorBoard callback", "optional",
+           datasets=("fashion_mnist",),
            packages=("tensorflow", "keras", "tensorboard"),
            branches=(Branch("cuda", "the sweep trains on the GPU", "the sweep trains on the CPU"),),
-           quick_s=29, full_s=900,
-           full_scale=("the sweep: 12 runs (batch 10, 100 and 1,000; quick: 8, without 1,000) of 10 epochs on all "
-                       "60,000 Fashion-MNIST images (quick: 2 epochs on 6,000), and the Keras runs on all of them. "
-                       "Ten epochs keep the 12 runs, the batch-10 ones the longest, within the budget")),
+           full_scale=("the sweep: 12 runs (batch 10, 100 and 1,000; quick: 8, without 1,000) of 5 epochs on all "
+                       "60,000 Fashion-MNIST images (quick: 2 epochs on 6,000); the SGD / SGD-momentum / Adam check "
+                       "for one epoch of all 60,000 images at batch 100 and 10 (600 and 6,000 steps; quick: 6,000 "
+                       "images), the sorted-file shuffle check and the Keras runs on all of them. Five epochs keep the "
+                       "12 runs, the batch-10 ones the longest, well within the budget")),
     Lesson("05", "distributed_pytorch", "Distributed PyTorch: DataParallel, model parallel and DDP",
            "`DataParallel`, model parallel, GPipe pipelining, DDP with `torchrun` on one and two \"nodes\" (gloo), "
            "rank and local rank, `mp.spawn`, Slurm ([`05_slurm_ddp.sbatch`](notebooks/05_slurm_ddp.sbatch)), scaling "
-           "and failures",
+           "and failures, what DDP does not do (it splits no batch), the libraries that wrap it",
            "optional: NCCL and multi-GPU paths when present", datasets=("mnist",),
            branches=(Branch("nccl_2_gpus", "DDP with NCCL, one process per GPU; DataParallel and the 2-stage model on "
                                            "2 GPUs", "DDP with gloo on 2 CPU processes; DataParallel and both model-"
@@ -126,34 +168,35 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("nccl_4_gpus", "DDP + model parallel with NCCL on 4 GPUs",
                             "DDP + model parallel with gloo on CPU processes")),
            needs=("gloo",),
-           quick_s=50, full_s=125,
            full_scale=("DDP trains on all 60,000 MNIST images for 10 epochs (quick: 6,000 for 2); the DDP "
                        "throughput benchmark times 40 steps instead of 10")),
     Lesson("06", "tf_distribute", "tf.distribute and the Keras functional API",
            "`MirroredStrategy` on logical devices, `MultiWorkerMirroredStrategy` on two local workers, "
-           "`ParameterServerStrategy`, synchronous `CentralStorageStrategy`, `TF_CONFIG`, cross-replica sums and TPU "
-           "detection, the Keras functional two-head model",
+           "`ParameterServerStrategy` with a variable sharded over two parameter servers, synchronous "
+           "`CentralStorageStrategy` and what it saves, `TF_CONFIG`, cross-replica sums and TPU detection, eager "
+           "replicas against one `tf.function` graph, the Keras functional two-head model and transfer learning",
            "optional: mirrored sections use GPUs when present", datasets=("mnist",), packages=("tensorflow", "keras"),
-           branches=(Branch("tf_2_gpus", "MirroredStrategy on 2 GPUs (NcclAllReduce included)",
-                            "MirroredStrategy on 2 logical CPU devices"),
+           branches=(Branch("tf_2_gpus", "MirroredStrategy on 2 GPUs (the default CollectiveAllReduce with NCCL; "
+                                         "NcclAllReduce too)",
+                            "MirroredStrategy on 2 logical CPU devices (CollectiveAllReduce with RING; NcclAllReduce "
+                            "has no kernel)"),
                      Branch("tpu", "TPUStrategy on the TPU", "TPUStrategy skipped (detected, explained)")),
-           quick_s=43, full_s=393,
            full_scale=("every strategy trains on all 60,000 MNIST images for 10 epochs (quick: 6,000 for 2)")),
     Lesson("07", "quantization", "Quantization",
-           "affine int8 by hand, dynamic and static PTQ, QAT, torchao `quantize_`; size, latency and accuracy "
+           "affine int8 by hand, dynamic and static PTQ, QAT (on the course's CNN and torchvision's quantizable "
+           "ResNet-18), torchao `quantize_`; size, latency and accuracy "
            "measured; the x86 and qnnpack (ARM) engines compared", "not used (int8 kernels are CPU kernels)",
            datasets=("fashion_mnist",), packages=("torchao",),
            branches=(Branch("x86_int8", "int8 on the x86 engine: its speedups are checked",
                             "int8 on another engine: speedups reported, not checked"),),
-           needs=("int8_engine",), quick_s=15, full_s=143,
+           needs=("int8_engine",),
            full_scale=("the fp32 model trains on all 60,000 Fashion-MNIST images for 10 epochs (quick: 6,000 for "
                        "2), QAT fine-tunes 3 epochs on half of them (quick: 1), latencies take 81 repeats instead "
-                       "of 21")),
+                       "of 21 (ResNet-18's 11 instead of 5)")),
     Lesson("08", "pruning", "Pruning",
            "unstructured, structured and global pruning, masks and hooks, iterative pruning with fine-tuning, what "
            "sparsity buys in size and latency", "optional: adds GPU latencies", datasets=("fashion_mnist",),
            branches=(Branch("cuda", "latencies on the GPU too", "latencies on the CPU only"),),
-           quick_s=11, full_s=86,
            full_scale=("the dense model trains on all 60,000 Fashion-MNIST images for 10 epochs (quick: 6,000 for "
                        "2), each pruning step fine-tunes a whole epoch (quick: half), latencies take 80 repeats "
                        "instead of 20")),
@@ -165,44 +208,51 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("native_bf16", "bf16 autocast on the CPU with native kernels: the mixed run trains all "
                                            "epochs", "bf16 autocast on the CPU is emulated (slower than fp32): the "
                                                      "mixed run is kept to one epoch")),
-           quick_s=12, full_s=40,
            full_scale=("fp32 and mixed-precision runs on all 60,000 Fashion-MNIST images for 10 epochs (quick: "
                        "6,000 for 2; where bf16 is emulated the mixed run stays at 1 epoch), 20 timed repeats "
                        "instead of 5")),
     Lesson("10", "profiling", "Profiling: where does the time go?",
-           "`torch.profiler` tables (self/total time, shapes, FLOPs, memory, stacks), schedules and Chrome traces "
-           "in Perfetto and TensorBoard, a slow training loop found and fixed, `torch.utils.benchmark`, the "
-           "machine's roofline, TensorFlow's profiler",
+           "`torch.profiler` tables (self/total time, shapes, FLOPs, memory, stacks) and what recording costs, "
+           "schedules and Chrome traces in Perfetto and TensorBoard, a slow training loop found and fixed, "
+           "`torch.utils.benchmark` and CUDA events, the machine's roofline measured in steady state, TensorFlow's "
+           "profiler",
            "optional: adds CUDA kernels to the profiles and the cost of `.item()`", datasets=("fashion_mnist",),
            packages=("tensorflow", "keras"),
            branches=(Branch("cuda", "profiles CUDA kernels too, sorted by GPU time; measures the synchronisation of "
-                                    "`.item()`", "profiles the CPU; `.item()` costs no synchronisation there"),
+                                    "`.item()`; times with CUDA events and an NVTX range",
+                            "profiles the CPU; `.item()` costs no synchronisation there; CUDA events skipped"),
                      Branch("two_cores", "the one-thread timer is checked slower than all threads",
                             "the thread comparison is explained, not checked")),
-           quick_s=26, full_s=106,
            full_scale=("longer measurements, same experiments: 40 profiled and 100 timed steps of each training "
-                       "loop instead of 10 and 20, the roofline's matmul at n = 2,048 instead of 1,024, TensorFlow's "
-                       "profile over 100 steps instead of 20, 20 timed repeats instead of 5")),
+                       "loop instead of 10 and 20, 1 s of back-to-back calls for each roofline measurement instead "
+                       "of 0.2 s (the same sizes: the roof does not depend on the profile), TensorFlow's profile "
+                       "over 100 steps instead of 20, 20 timed repeats instead of 5")),
     Lesson("11", "compilers", "Compilers: torch.compile and XLA",
-           "TorchDynamo's FX graphs, graph breaks (`torch._dynamo.explain`), guards and `dynamic=`, Inductor's fused "
-           "kernels and their speed (compile time apart, break-even), modes and CUDA graphs, `torch.export`, XLA "
-           "with `tf.function(jit_compile=True)`",
-           "optional: adds CUDA graphs (`reduce-overhead`) and Triton kernels", packages=("tensorflow",),
+           "TorchDynamo's FX graphs, graph breaks (`torch._dynamo.explain`, `fullgraph=True`), guards, `dynamic=` and "
+           "`mark_dynamic`, Inductor's fused kernels and their speed apart from the allocator's page faults (cold "
+           "and warm compiles, break-even), a compiled optimizer step, modes and CUDA graphs, `torch.export` and "
+           "Core ATen, XLA with `tf.function(jit_compile=True)` and when Keras uses it",
+           "optional: adds CUDA graphs (`reduce-overhead`) and Triton kernels", packages=("tensorflow", "keras"),
            branches=(Branch("cuda", "Inductor writes Triton kernels; `reduce-overhead` replays CUDA graphs",
                             "Inductor writes C++ kernels; CUDA graphs skipped (explained)"),),
-           needs=("cxx_compiler",), quick_s=26, full_s=31,
-           full_scale="the elementwise chain on 8,192 rows instead of 4,096, 20 timed repeats instead of 5"),
+           needs=("cxx_compiler",),
+           full_scale=("20 timed repeats instead of 5 (the elementwise chain runs on 8,192 rows in both profiles: "
+                       "temporaries of 32 MiB, the same allocator regime)")),
     Lesson("12", "memory_sharding", "Memory and sharded training",
            "where training memory goes (parameters, gradients, Adam, activations), gradient accumulation and DDP's "
            "`no_sync`, activation checkpointing, ZeRO stages 1–3, FSDP2 (`fully_shard`) against DDP on two gloo "
-           "processes, sharded checkpoints with `torch.distributed.checkpoint`",
+           "processes, sharded checkpoints with `torch.distributed.checkpoint`; the memory timeline of a step, "
+           "Adam's fused step, selective checkpointing, FSDP1 → FSDP2, accumulation under FSDP2 "
+           "(`set_requires_gradient_sync`), resharding a checkpoint onto 3 processes and `dcp.async_save`",
            "optional: NCCL, bf16 all-gathers and CPU offload with 2 GPUs; peak GPU memory with one",
            datasets=("mnist",),
            branches=(Branch("nccl_2_gpus", "FSDP's GPU features (NCCL, bf16 all-gathers, prefetching, CPU offload) on "
                                            "one process per GPU", "FSDP's features on 2 CPU processes with gloo, "
                                                                   "without CPU offload"),
-                     Branch("cuda", "adds the peak GPU memory of a training step", "GPU memory skipped")),
-           needs=("gloo",), quick_s=57, full_s=291,
+                     Branch("cuda", "adds the peak GPU memory of a training step, the allocator's memory snapshot "
+                                    "(for pytorch.org/memory_viz) and activation offloading (`save_on_cpu`)",
+                            "GPU memory, snapshot and offload skipped")),
+           needs=("gloo",),
            full_scale=("DDP and FSDP train on all 60,000 MNIST images for 3 epochs (quick: 6,000 for 2), the resumed "
                        "run the 2 epochs after its checkpoint (quick: 1), so that the test accuracy is a trained "
                        "model's; 20 timed repeats instead of 5")),
