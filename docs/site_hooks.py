@@ -1,7 +1,8 @@
 """mkdocs hooks for the course site: the home page is the README's introduction, the notebook table of the
 registry of lessons (course_utils.lessons) with the README's notes on it, and the README's full-profile section;
-a notebook page's table of contents is made from its rendered headings, inline code included; a style sheet keeps
-the home table's file names whole."""
+the *Lecture map* page is rendered from docs/lecture_map.yml (course_utils.lecture_map), its links opening the
+lessons' cells; a notebook page's table of contents is made from its rendered headings, inline code included; a
+style sheet keeps the home table's file names whole."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 from mkdocs.structure.toc import get_toc
 
-from course_utils import colab
+from course_utils import colab, lecture_map
 from course_utils.lessons import site_table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+LECTURE_MAP_SOURCE, LECTURE_MAP_PAGE = "docs/lecture_map.yml", "lectures.md"  # the README links the source
 
 
 def _section(readme: str, title: str) -> str:
@@ -35,7 +37,9 @@ def home_page(readme: str) -> str:
     full = _section(readme, "The full profile")
     text = f"{intro}\n## Notebooks\n\n{site_table()}\n\n{notes}\n## The full profile\n\n{full}"
     text = re.sub(r"\]\(notebooks/((?:full/)?\d\d_\w+\.ipynb)\)", r"](\1)", text)
-    return re.sub(r"\]\((?!https?://|#|(?:full/)?\d\d_\w+\.ipynb\))([^)]+)\)", rf"]({colab.blob_url()}\1)", text)
+    text = text.replace(f"]({LECTURE_MAP_SOURCE})", f"]({LECTURE_MAP_PAGE})")
+    pages = r"(?:full/)?\d\d_\w+\.ipynb\)|lectures\.md\)"  # the site's own pages
+    return re.sub(rf"\]\((?!https?://|#|{pages})([^)]+)\)", rf"]({colab.blob_url()}\1)", text)
 
 
 # The home table: the topics take the room they need to read as text, the times stay on their lines.
@@ -115,6 +119,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     files.append(File.generated(config, "index.md", content=home_page(README.read_text())))
+    files.append(File.generated(config, LECTURE_MAP_PAGE, content=lecture_map.markdown(lecture_map.load())))
     files.append(File.generated(config, STYLE_SHEET, content=STYLE))
     return files
 

@@ -112,7 +112,7 @@ SPLIT_WORDS = """() => [...document.querySelectorAll('.course-lessons td:is(:nth
   .flatMap(cell => {
     const split = [], walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      for (const word of node.data.matchAll(/[^\\s-]+/g)) {
+      for (const word of node.data.matchAll(/[^\\s\\u2013-]+/g)) {
         const range = document.createRange();
         range.setStart(node, word.index);
         range.setEnd(node, word.index + word[0].length);
@@ -134,3 +134,21 @@ def test_the_home_table_reads_at_a_laptops_width(site, tmp_path):
         assert page.evaluate(SPLIT_WORDS) == [], "words broken over two lines"
         page.locator(".course-lessons table").scroll_into_view_if_needed()
         screenshot(page, "site_home_table")
+
+
+def test_the_lecture_map_is_a_page_whose_links_open_their_cells(site):
+    """Every item of docs/lecture_map.yml that links a cell links an anchor that the lesson's page has."""
+    from course_utils import lecture_map
+
+    page = (site / "lectures" / "index.html").read_text()
+    assert "<h1" in page and "Lecture map" in page
+    links = re.findall(r'href="\.\./(\d\d_\w+)/#cell-id=([\w-]+)"', page)
+    linked = [item for lecture in lecture_map.load() for item in lecture.items if item.cell]
+    assert len(links) == len(linked) > 0
+    ids = {}
+    for stem, cell_id in links:
+        if stem not in ids:
+            ids[stem] = set(re.findall(r'id="cell-id=([\w-]+)"', (site / stem / "index.html").read_text()))
+        assert cell_id in ids[stem], f"{stem}/#cell-id={cell_id} is not an anchor of the page"
+    home = (site / "index.html").read_text()
+    assert 'href="lectures/"' in home, "the home page links the lecture map"
