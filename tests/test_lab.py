@@ -125,8 +125,17 @@ def test_a_lesson_renders_in_chromium(lab: Lab, tmp_path):
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
         cells = len(nbformat.read(lesson, as_version=4).cells)
         assert page.get_by_text(f"Cell 1/{cells}", exact=True).count() == 1  # the status bar
-        assert any("tensor: shape=(2, 3)" in text  # the first section's output, rendered
-                   for text in page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts())
+        outputs = page.locator(".jp-Notebook .jp-OutputArea-output")
+        page.locator(".jp-Notebook").first.hover()
+        for _ in range(30):  # JupyterLab renders the cells near the viewport: scroll to the first section's output
+            if any("tensor: shape=(2, 3)" in text for text in outputs.all_inner_texts()):
+                break
+            page.mouse.wheel(0, 400)
+            page.wait_for_timeout(200)
+        else:
+            pytest.fail("the first section's output (tensor: shape=(2, 3)) is not rendered")
+        page.mouse.wheel(0, -100_000)
+        page.wait_for_timeout(500)
         # jupyterlab-rise (see the README) puts its "Render as Reveal Slideshow" button on the notebook toolbar.
         assert page.locator("[data-command='RISE:preview']").count() == 1
         news = page.get_by_role("button", name="No", exact=True)  # JupyterLab's "get notified of news?" toast

@@ -63,8 +63,9 @@ def test_the_notebook_corrects_the_lecture_errors_on_its_topics():
     corrections = [source(c) for c in load_notebook(NOTEBOOK)["cells"]
                    if c["cell_type"] == "markdown" and "The lecture says" in source(c)]
     for quoted in ("global interrupt lock",  # lecture 000: the GIL's name
-                   "Daemon threads: They do not die with the parent",  # lecture 003: daemon threads backwards
+                   "Daemon threads: They do not die with the parent",  # lecture 003: what daemon=True changes
                    "then `def f(x): return x*x`",  # lecture 003: the Process/Pool example's two f
+                   "WorkerManager (thread): Dispatch batches to workers",  # lecture 003: no manager thread today
                    "(114.07 + 15.10) / 8 = 16.15"):  # lecture 003: the DataLoader ideal divides the step too
         assert sum(quoted in text for text in corrections) == 1, quoted
 
@@ -193,6 +194,37 @@ def test_dict_collate(lesson):
     assert set(batch) == {"image", "label"}
     assert tuple(batch["image"].shape) == (2, 1, 2, 2) and batch["label"].tolist() == [3, 4]
     assert batch["image"][1].sum().item() == 4.0
+
+
+# ----------------------------------------------------------------------------- the DataLoader drawing
+
+
+def test_draw_dataloader_draws_one_queue_and_one_worker_per_worker_and_no_manager_thread():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    try:
+        labels = lesson03.draw_dataloader(ax, workers=3)
+    finally:
+        plt.close(fig)
+    assert [label.splitlines()[0] for label in labels] == [
+        "main thread: sampler -> indices of batch i,",
+        "index_queue 0", "worker 0 (process):", "index_queue 1", "worker 1 (process):", "index_queue 2",
+        "worker 2 (process):", "worker_result_queue (one, shared)", "pin-memory thread",
+        "main thread: next(iterator) -> the batches in order"]
+    assert "index_queue (i mod 3)" in labels[0]
+    assert "with an accelerator" in labels[-2]  # pin_memory=True alone starts no thread
+    assert not any("manager" in label.lower() for label in labels)
+    assert "DataLoader(num_workers=3)" in ax.get_title()
+
+
+@pytest.mark.parametrize("workers", [0, 5, 2.0, True])
+def test_draw_dataloader_rejects_what_it_cannot_draw(workers):
+    with pytest.raises(ValueError, match="workers must be an int from 1 to 4"):
+        lesson03.draw_dataloader(None, workers=workers)  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------- exercises

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 
 import matplotlib
@@ -11,6 +13,7 @@ import pytest
 
 import course_utils  # noqa: F401  (first: fixes the torch/TensorFlow import order)
 import tensorboard_server
+from conftest import REPO
 from course_utils.checks import NO_ANSWER
 from course_utils.lessons import lesson04
 
@@ -188,3 +191,45 @@ def test_keras_model_graph_reads_the_layer_config(tmp_path):
     assert lesson04.event_kinds(tmp_path) == {"file_version": 1, "summary:graph_keras_model": 1, "summary:scalars": 1}
     with pytest.raises(KeyError, match="no Keras model summary tagged 'model'"):
         lesson04.keras_model_graph(tmp_path, tag="model")
+
+
+def test_graph_nodes_read_the_traced_graph_with_shapes_and_no_device(tmp_path):
+    import warnings
+
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # add_graph's torch.jit.trace is deprecated
+        with SummaryWriter(log_dir=tmp_path) as writer:
+            writer.add_graph(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()), torch.zeros(1, 3))
+    nodes = lesson04.graph_nodes(tmp_path)
+    # the input (1, 3), Linear[0] and ReLU[1] inside the Sequential's box, then the output (1, 2)
+    assert nodes.scope.tolist() == ["input", "Sequential/Linear[0]", "Sequential/ReLU[1]", "output"]
+    assert nodes.op.tolist() == ["IO Node", "aten::linear", "aten::relu", "IO Node"]
+    assert nodes["output shape"].tolist() == [(1, 3), (1, 2), (1, 2), (1, 2)]
+    assert set(nodes.device) == {""}, "PyTorch's graph names no device on its nodes"
+    assert lesson04.run_metadata_devices(tmp_path) == ["/device:CPU:0"]  # hard-coded by add_graph
+
+
+def test_graph_nodes_needs_a_graph(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(log_dir=tmp_path) as writer:
+        writer.add_scalar("Loss", 1.0, 0)
+    with pytest.raises(KeyError, match="no op graph"):
+        lesson04.graph_nodes(tmp_path)
+    assert lesson04.run_metadata_devices(tmp_path) == []
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        lesson04.graph_nodes(tmp_path / "missing")
+
+
+def test_the_lesson_shows_the_hparams_screenshot_of_the_readme():
+    """Lesson 04 embeds docs/images/tensorboard-hparams.png as a cell attachment: a path outside notebooks/ would
+    not resolve on the site (docs_dir: notebooks) nor in Colab (one file opened from GitHub)."""
+    notebook = json.loads((REPO / "notebooks" / "04_tensorboard.ipynb").read_text())
+    (cell,) = [c for c in notebook["cells"] if "(attachment:tensorboard-hparams.png)" in "".join(c["source"])]
+    embedded = base64.b64decode(cell["attachments"]["tensorboard-hparams.png"]["image/png"])
+    assert embedded == (REPO / "docs" / "images" / "tensorboard-hparams.png").read_bytes(), (
+        "`make screenshots` retook docs/images/tensorboard-hparams.png: put the new file's base64 into the "
+        f"attachments of lesson 04's cell {cell['id']!r} (attachments['tensorboard-hparams.png']['image/png'])")

@@ -100,3 +100,20 @@ def test_in_process_cluster_trains_without_deadlock():
                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["True", "8.0", "/job:ps/replica:0/task:0"]
+
+
+def test_central_storage_memory_check():
+    # 250 M float32 values = 1 GB of weights. Adam (2 slots): mirrored 1 + 2 + 1 (gradients) = 4 GB per GPU;
+    # central: a copy of the weights to compute with + full-size gradients = 2 GB per GPU.
+    assert lesson06.check_central_storage_memory((4, 2), parameters=250_000_000, slots_per_weight=2)
+    wrong = lesson06.check_central_storage_memory((4, 0.5), parameters=250_000_000, slots_per_weight=2)
+    assert not wrong and "not 1/8" in wrong.message and "8·2·1 = 16 GB" in wrong.message
+    # the premise of the old exercise (central storage divides the GPU memory by 8) is what the check rejects
+    assert not lesson06.check_central_storage_memory((4, 0.375), parameters=250_000_000, slots_per_weight=2)
+    # plain SGD (no slots): 1 + 1 = 2 GB either way
+    assert lesson06.check_central_storage_memory((2, 2), parameters=250_000_000, slots_per_weight=0)
+    assert not lesson06.check_central_storage_memory(None, parameters=250_000_000, slots_per_weight=2)
+    for bad in ({"parameters": 0, "slots_per_weight": 2}, {"parameters": 10, "slots_per_weight": -1},
+                {"parameters": 10, "slots_per_weight": True}):
+        with pytest.raises(ValueError):
+            lesson06.check_central_storage_memory((1, 1), **bad)

@@ -55,3 +55,36 @@ def test_break_even():
         lesson11.break_even_calls(1, 0, 0.1)
     with pytest.raises(ValueError, match="faster"):
         lesson11.check_break_even(1, compile_seconds=1, eager_seconds=0.1, compiled_seconds=0.2)
+
+
+def chain(x):
+    return torch.nn.functional.gelu(2 * x + 1).sum(-1)
+
+
+def test_tensors_made_on_the_meta_device():
+    # 2x, +1 and gelu make three 4 x 8 float32 tensors (128 B each); the sum makes 4 floats (16 B).
+    assert lesson11.tensors_made(chain, (4, 8)) == [128, 128, 128, 16]
+    assert lesson11.tensors_made(chain, (4, 8), torch.float64) == [256, 256, 256, 32]
+    # A view (reshape) and an in-place operator (add_) allocate nothing; relu allocates 4 x 8 x 4 B = 128 B.
+    assert lesson11.tensors_made(lambda x: x.reshape(8, 4).add_(1).relu(), (4, 8)) == [128]
+
+
+def test_remapped_pages():
+    # 16,384 x 1,024 float32 = 64 MiB a temporary = 16,384 pages of 4 KiB; three of them: 49,152.
+    assert lesson11.remapped_pages(chain, (16384, 1024), page_size=4096) == 49_152
+    # 8,192 rows: 32 MiB, exactly glibc's ceiling, still mapped afresh: 3 x 8,192 = 24,576.
+    assert lesson11.remapped_pages(chain, (8192, 1024), page_size=4096) == 24_576
+    # 4,096 rows: 16 MiB, below the ceiling: the heap may keep them, none counted.
+    assert lesson11.remapped_pages(chain, (4096, 1024), page_size=4096) == 0
+    # 16 KiB pages (Apple silicon): 64 MiB / 16 KiB = 4,096 pages a temporary.
+    assert lesson11.remapped_pages(chain, (16384, 1024), page_size=16384) == 12_288
+    with pytest.raises(ValueError, match="page_size"):
+        lesson11.remapped_pages(chain, (4, 8), page_size=0)
+
+
+def test_check_page_faults():
+    assert lesson11.check_page_faults(None, chain, shape=(16384, 1024), page_size=4096) is NO_ANSWER
+    assert lesson11.check_page_faults(49_152, chain, shape=(16384, 1024), page_size=4096)
+    assert lesson11.check_page_faults(49_155, chain, shape=(16384, 1024), page_size=4096)  # + malloc's header pages
+    verdict = lesson11.check_page_faults(16_384, chain, shape=(16384, 1024), page_size=4096)
+    assert not verdict and "3 tensor(s) of 32 MiB or more" in repr(verdict) and "49,152" in repr(verdict)

@@ -48,11 +48,10 @@ def autograd_graph_edges(output: torch.Tensor) -> list[tuple[str, str]]:
     return _walk_graph(output)[0]
 
 
-def draw_autograd_graph(output: torch.Tensor, *, title: str = "backward graph") -> Axes:
-    """Draw the backward graph of ``output`` as layered boxes, the output at the top."""
-    edges, labels = _walk_graph(output)
-    depth: dict[str, int] = {edges[0][0]: 0}
-    for _ in range(len(edges)):  # longest path from the output: relax until stable
+def _depths(edges: list[tuple[str, str]], root: str) -> dict[str, int]:
+    """Each node's longest distance from ``root`` along the edges ``(child, parent)`` (the graph is acyclic)."""
+    depth: dict[str, int] = {root: 0}
+    for _ in range(len(edges) + 1):  # longest path from the output: relax until stable
         changed = False
         for child, parent in edges:
             if child in depth and depth.get(parent, -1) < depth[child] + 1:
@@ -60,6 +59,28 @@ def draw_autograd_graph(output: torch.Tensor, *, title: str = "backward graph") 
                 changed = True
         if not changed:
             break
+    return depth
+
+
+def graph_levels(output: torch.Tensor) -> list[list[str]]:
+    """The nodes of the backward graph of ``output`` grouped by their longest distance from it, as type names.
+
+    A path from one node to another makes the second one deeper, so two nodes of the same group are never
+    connected: nothing orders them, and they could run at the same time.
+    """
+    edges, labels = _walk_graph(output)
+    root = f"{type(output.grad_fn).__name__}#0"
+    levels: dict[int, list[str]] = {}
+    for node, d in _depths(edges, root).items():
+        levels.setdefault(d, []).append(node)
+    return [[labels[node].split("\n")[0] for node in sorted(levels[d], key=lambda n: int(n.rsplit("#", 1)[1]))]
+            for d in sorted(levels)]
+
+
+def draw_autograd_graph(output: torch.Tensor, *, title: str = "backward graph") -> Axes:
+    """Draw the backward graph of ``output`` as layered boxes, the output at the top."""
+    edges, labels = _walk_graph(output)
+    depth = _depths(edges, edges[0][0]) if edges else {next(iter(labels)): 0}
     layers: dict[int, list[str]] = {}
     for node, d in depth.items():
         layers.setdefault(d, []).append(node)

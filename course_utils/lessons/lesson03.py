@@ -1,10 +1,14 @@
-"""Lesson 03 (multiprocessing and the DataLoader): the exercise checks."""
+"""Lesson 03 (multiprocessing and the DataLoader): the drawing of a DataLoader's data path, and the exercise checks."""
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from course_utils.checks import NO_ANSWER, CheckResult, check_numbers
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 START_METHODS = ("fork", "spawn", "forkserver")
 
@@ -47,3 +51,62 @@ def check_start_method(answer: str | None) -> CheckResult:
     return CheckResult(True, f"{name} starts each child from a fresh interpreter"
                        + (" (forked from a clean server process that never touched CUDA)." if name == "forkserver"
                           else ".") + " The child initialises CUDA itself.")
+
+
+# ---------------------------------------- the DataLoader's architecture
+
+_MAIN, _QUEUE, _WORKER, _PIN = "#dbe9f6", "#fdf0d5", "#e2f0d9", "#f2f2f2"
+
+
+def draw_dataloader(ax: Axes, workers: int = 2) -> list[str]:
+    """Draw the data path of a ``DataLoader`` with ``workers`` worker processes, as torch 2.x runs it (read from
+    ``torch/utils/data/dataloader.py``, ``_MultiProcessingDataLoaderIter``), top to bottom.
+
+    The main thread takes each batch's indices from the sampler and puts them straight into the ``index_queue`` of
+    one worker, in turn (each queue's feeder thread only writes what was put into the pipe); every worker loads
+    and collates its batches and puts them into the one ``worker_result_queue``; the main thread reads that queue
+    and returns the batches in order. With ``pin_memory=True`` and an accelerator, a pin-memory thread sits between
+    that queue and the main thread (dashed). No thread dispatches batches to the workers.
+
+    Returns:
+        the labels of the boxes, top to bottom and left to right (for tests and for a reader of the figure).
+
+    Raises:
+        ValueError: if ``workers`` is not between 1 and 4 (the figure has room for four).
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 4:
+        raise ValueError(f"workers must be an int from 1 to 4 (the figure has room for four), got {workers!r}.")
+    labels: list[str] = []
+    half = {"sampler": 0.045, "index": 0.045, "worker": 0.065, "result": 0.03, "pin": 0.065, "out": 0.03}
+    rows = {"sampler": 0.92, "index": 0.71, "worker": 0.5, "result": 0.31, "pin": 0.16, "out": 0.02}
+
+    def box(x: float, row: str, text: str, color: str, dashed: bool = False) -> None:
+        ax.text(x, rows[row], text, ha="center", va="center", fontsize=8.5,
+                bbox={"boxstyle": "round,pad=0.35", "facecolor": color, "edgecolor": "0.4",
+                      "linestyle": "--" if dashed else "-"})
+        labels.append(text)
+
+    def arrow(x0: float, row0: str, x1: float, row1: str, dashed: bool = False) -> None:
+        """From the bottom edge of one box to the top edge of a lower one."""
+        ax.annotate("", xy=(x1, rows[row1] + half[row1] + 0.015), xytext=(x0, rows[row0] - half[row0] - 0.015),
+                    arrowprops={"arrowstyle": "->", "color": "0.3", "linestyle": "--" if dashed else "-"})
+
+    xs = [0.2 + 0.75 * (k + 0.5) / workers for k in range(workers)]
+    box(0.575, "sampler", f"main thread: sampler -> indices of batch i,\nput into index_queue (i mod {workers})", _MAIN)
+    for k, x in enumerate(xs):
+        arrow(0.575, "sampler", x, "index")
+        box(x, "index", f"index_queue {k}\n(+ its feeder thread)", _QUEUE)
+        arrow(x, "index", x, "worker")
+        box(x, "worker", f"worker {k} (process):\ndataset[j] for j\nin the batch, collate_fn", _WORKER)
+        arrow(x, "worker", 0.575, "result")
+    box(0.575, "result", "worker_result_queue (one, shared)", _QUEUE)
+    arrow(0.575, "result", 0.575, "out")
+    box(0.86, "pin", "pin-memory thread\n(pin_memory=True,\nwith an accelerator)", _PIN, dashed=True)
+    arrow(0.575, "result", 0.86, "pin", dashed=True)
+    arrow(0.86, "pin", 0.575, "out", dashed=True)
+    box(0.575, "out", "main thread: next(iterator) -> the batches in order", _MAIN)
+    for row, text in (("sampler", "main\nprocess"), ("worker", "worker\nprocesses"), ("out", "main\nprocess")):
+        ax.text(0.0, rows[row], text, ha="left", va="center", fontsize=9, style="italic", color="0.35")
+    ax.set(xlim=(0, 1), ylim=(-0.05, 1.0), title=f"DataLoader(num_workers={workers}): the data path")
+    ax.axis("off")
+    return labels

@@ -6,6 +6,7 @@ API); these helpers only read them back::
     scalars = read_scalars("scratch/04/runs")     # one row per (run, tag, step)
     table = read_hparams("scratch/04/runs")       # the HPARAMS table: one row per run
     kinds = event_kinds("scratch/04/graph_demo")  # what a run folder's event files hold, by kind
+    nodes = graph_nodes("scratch/04/graph_demo")  # the op graph of add_graph, as the GRAPHS dashboard reads it
 
 Reading uses TensorBoard's own event reader
 (:class:`tensorboard.backend.event_processing.event_accumulator.EventAccumulator`), one run folder
@@ -29,6 +30,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from tensorboard.backend.event_processing import event_accumulator, event_file_loader
+from tensorboard.compat.proto import config_pb2, graph_pb2
 from tensorboard.plugins.graph import keras_util
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
@@ -163,15 +165,14 @@ def event_kinds(folder: Path | str) -> dict[str, int]:
         ``{kind: number of events or summary values}``, sorted by kind.
     """
     kinds: Counter[str] = Counter()
-    for path in sorted(_existing_dir(folder).glob(f"*{EVENT_FILE_MARKER}*")):
-        for event in event_file_loader.LegacyEventFileLoader(str(path)).Load():  # as written, not upgraded
-            what = event.WhichOneof("what")
-            if what != "summary":
-                kinds[what] += 1
-                continue
-            for value in event.summary.value:
-                plugin = value.metadata.plugin_data.plugin_name or value.WhichOneof("value")
-                kinds[f"summary:{plugin}"] += 1
+    for event in _events(folder):  # as written, not upgraded
+        what = event.WhichOneof("what")
+        if what != "summary":
+            kinds[what] += 1
+            continue
+        for value in event.summary.value:
+            plugin = value.metadata.plugin_data.plugin_name or value.WhichOneof("value")
+            kinds[f"summary:{plugin}"] += 1
     return dict(sorted(kinds.items()))
 
 
@@ -191,6 +192,57 @@ def keras_model_graph(folder: Path | str, tag: str = "keras") -> list[tuple[str,
     config = json.loads(tensor_util.make_ndarray(acc.Tensors(tag)[-1].tensor_proto).item())
     graph = keras_util.keras_model_to_graph_def(config)
     return [(node.name, node.attr["keras_class"].s.decode()) for node in graph.node]
+
+
+def _events(folder: Path | str) -> Iterator[Any]:
+    """The events of the event files directly in ``folder`` (one run), as written, in file order."""
+    for path in sorted(_existing_dir(folder).glob(f"*{EVENT_FILE_MARKER}*")):
+        yield from event_file_loader.LegacyEventFileLoader(str(path)).Load()
+
+
+def graph_nodes(folder: Path | str) -> pd.DataFrame:
+    """The op graph that ``SummaryWriter.add_graph`` wrote into ``folder``, as TensorBoard's GRAPHS dashboard reads it.
+
+    The dashboard draws one box per name scope (``Network/Conv2d[conv1]``: the module ``conv1``), which opens on a
+    click onto the nodes inside, each with the shape of its output. Constants and attribute reads have no output
+    shape and are left out here (the dashboard folds them into their box).
+
+    Returns:
+        One row per node with an output shape, in the graph's order but the output last: ``scope`` (the box that
+        holds it), ``name``,
+        ``op`` (``aten::linear``; ``IO Node`` for the input and the output), ``output shape`` (a tuple) and ``device``
+        (the node's own device field, ``""`` when it names none).
+
+    Raises:
+        KeyError: if the folder's event files hold no op graph (a ``graph_def`` event).
+    """
+    graphs = [event.graph_def for event in _events(folder) if event.WhichOneof("what") == "graph_def"]
+    if not graphs:
+        raise KeyError(f"{str(folder)!r} holds no op graph: SummaryWriter.add_graph writes one.")
+    graph = graph_pb2.GraphDef.FromString(graphs[-1])
+    rows = []
+    for node in graph.node:
+        if "_output_shapes" not in node.attr:
+            continue
+        shape = tuple(d.size for d in node.attr["_output_shapes"].list.shape[0].dim)
+        rows.append((node.name.rpartition("/")[0], node.name, node.op, shape, node.device))
+    rows.sort(key=lambda row: row[0] == "output" and row[2] == "IO Node")  # stable: the output moves to the end
+    return pd.DataFrame(rows, columns=["scope", "name", "op", "output shape", "device"])
+
+
+def run_metadata_devices(folder: Path | str) -> list[str]:
+    """The devices that the run metadata in ``folder`` names (``add_graph`` writes it beside the graph).
+
+    Returns:
+        The ``device`` of every device entry of every ``tagged_run_metadata`` event's step statistics, in order
+        (empty when there is none).
+    """
+    devices = []
+    for event in _events(folder):
+        if event.WhichOneof("what") == "tagged_run_metadata":
+            metadata = config_pb2.RunMetadata.FromString(event.tagged_run_metadata.run_metadata)
+            devices += [stats.device for stats in metadata.step_stats.dev_stats]
+    return devices
 
 
 # ----------------------------------------------------------------------------- plots of a sweep

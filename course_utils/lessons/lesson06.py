@@ -200,3 +200,33 @@ def check_sync_vs_async(answer: Sequence[float] | None, *, step_seconds: Sequenc
              f"{rounds} rounds × {len(step_seconds)} workers = {sync}",
              f"asynchronously each worker does wall/step batches: {' + '.join(map(str, per_worker))} = {asynchronous}"],
     )
+
+
+def check_central_storage_memory(answer: Sequence[float] | None, *, parameters: int, slots_per_weight: int,
+                                 bytes_per_value: int = 4, gpus: int = 8) -> CheckResult:
+    """Exercise 4: ``(GB per GPU with MirroredStrategy, GB per GPU with CentralStorageStrategy)`` during a
+    training step of a model of ``parameters`` values of ``bytes_per_value`` bytes, whose optimizer keeps
+    ``slots_per_weight`` slot variables per weight (Adam: 2), on ``gpus`` GPUs; activations left out.
+
+    MirroredStrategy keeps on every GPU the weights and the slots, and every GPU makes full-size gradients.
+    CentralStorageStrategy keeps weights and slots once, on the host; every GPU still receives the weights
+    it computes with and makes full-size gradients (the compute is replicated), so it saves the slots and
+    the stored copy, not a factor of ``gpus``. GB are 10**9 bytes.
+    """
+    for name, value in (("parameters", parameters), ("slots_per_weight", slots_per_weight),
+                        ("bytes_per_value", bytes_per_value), ("gpus", gpus)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "slots_per_weight" else 1):
+            raise ValueError(f"{name} must be a {'non-negative' if name == 'slots_per_weight' else 'positive'} int, "
+                             f"got {value!r}.")
+    weights = parameters * bytes_per_value / 1e9
+    mirrored = weights * (2 + slots_per_weight)
+    central = 2 * weights
+    return check_numbers(
+        answer, [mirrored, central], names=["GB per GPU, MirroredStrategy", "GB per GPU, CentralStorageStrategy"],
+        why=[f"every GPU holds the weights ({weights:g} GB), the optimizer's {slots_per_weight} slots per weight "
+             f"({slots_per_weight * weights:g} GB) and full-size gradients ({weights:g} GB): {mirrored:g} GB",
+             f"weights and slots are stored once, on the host ({(1 + slots_per_weight) * weights:g} GB there), but "
+             f"every GPU still receives the weights it computes with ({weights:g} GB) and makes full-size gradients "
+             f"({weights:g} GB): {central:g} GB, not 1/{gpus} of anything; each step the host link carries "
+             f"{gpus}·2·{weights:g} = {gpus * central:g} GB"],
+    )

@@ -1,7 +1,8 @@
 """Lesson 11 (compilers): the exercise checks.
 
 The lesson compiles with ``torch.compile``, ``torch.export`` and ``tf.function`` in its own cells; the checks
-answer with the same tools: they run TorchDynamo on the function or the calls of the exercise and count.
+answer with the same tools: they run TorchDynamo on the function or the calls of the exercise and count, or run the
+function on the ``meta`` device (shapes, no memory) to see the temporaries it allocates.
 """
 
 from __future__ import annotations
@@ -15,8 +16,14 @@ from typing import Any
 
 import torch
 import torch._dynamo
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from course_utils.checks import CheckResult, check_numbers
+
+MMAP_THRESHOLD_MAX = 32 * 2**20
+"""glibc's largest dynamic mmap threshold on 64-bit Linux (``DEFAULT_MMAP_THRESHOLD_MAX``): a block of this size or
+more is always mapped afresh by ``malloc`` and unmapped by ``free``, so its pages fault again at every call."""
 
 
 def graphs_and_breaks(fn: Callable[..., Any], *args: Any) -> tuple[int, int]:
@@ -91,3 +98,52 @@ def check_break_even(answer: int | None, *, compile_seconds: float, eager_second
     return check_numbers(answer, [expected], names=["calls"], why=[
         f"each call saves {eager_seconds - compiled_seconds:g} s, and {compile_seconds:g} s / "
         f"{eager_seconds - compiled_seconds:g} s rounded up is {expected}"])
+
+
+class _TensorsMade(TorchDispatchMode):
+    """Records the byte size of every new tensor the operators under it return (views of a tensor and the tensors
+    an in-place operator returns allocate nothing: they are left out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        given = {a.untyped_storage()._cdata for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)}
+        self.sizes += [t.untyped_storage().nbytes() for t in tree_leaves(out) if isinstance(t, torch.Tensor)
+                       and t.untyped_storage()._cdata not in given]     # a new storage, not an input's
+        return out
+
+
+def tensors_made(fn: Callable[[torch.Tensor], Any], shape: Sequence[int],
+                 dtype: torch.dtype = torch.float32) -> list[int]:
+    """The byte sizes of the tensors eager ``fn`` allocates from an input of ``shape``, in order (its result
+    included), found on the ``meta`` device: shapes only, nothing allocated."""
+    x = torch.empty(tuple(shape), dtype=dtype, device="meta")
+    made = _TensorsMade()
+    with made:
+        fn(x)
+    return made.sizes
+
+
+def remapped_pages(fn: Callable[[torch.Tensor], Any], shape: Sequence[int], *, page_size: int,
+                   dtype: torch.dtype = torch.float32) -> int:
+    """The pages that glibc maps afresh at every eager call of ``fn``: those of the tensors of
+    :data:`MMAP_THRESHOLD_MAX` bytes or more that it creates (each one a minor page fault at first touch)."""
+    if page_size < 1:
+        raise ValueError(f"page_size must be a positive number of bytes, got {page_size}.")
+    return sum(math.ceil(n / page_size) for n in tensors_made(fn, shape, dtype) if n >= MMAP_THRESHOLD_MAX)
+
+
+def check_page_faults(answer: int | None, fn: Callable[[torch.Tensor], Any], *, shape: Sequence[int],
+                      page_size: int) -> CheckResult:
+    """Exercise 4: the minor page faults of one eager call of ``fn`` on a float32 input of ``shape`` (Linux, glibc),
+    counted from the tensors the function creates; malloc's header page of each block is not counted (the answer
+    may include it: within 0.1%)."""
+    sizes = [n for n in tensors_made(fn, shape) if n >= MMAP_THRESHOLD_MAX]
+    expected = remapped_pages(fn, shape, page_size=page_size)
+    each = ", ".join(f"{n / 2**20:g} MiB" for n in sizes) or "none"
+    return check_numbers(answer, [expected], names=["page faults a call"], rtol=1e-3, why=[
+        f"the call creates {len(sizes)} tensor(s) of 32 MiB or more ({each}); glibc maps each one afresh, and "
+        f"each of its pages of {page_size:,} B faults at first touch: {expected:,} page faults"])

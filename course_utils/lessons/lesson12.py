@@ -1,13 +1,92 @@
-"""Lesson 12 (memory and sharded training): the exercise checks."""
+"""Lesson 12 (memory and sharded training): the exercise checks, and the plumbing of its memory measurements (the
+allocator's peak seen by the profiler, the profiler's memory timeline, a count of the operators that ran)."""
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+import tempfile
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
+from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_utils.checks import CheckResult, check_numbers
+
+# The columns of the profiler's memory timeline (torch/profiler/_memory_profiler.py, _CATEGORY_TO_INDEX), in order;
+# None (no category found) is "unknown".
+TIMELINE_CATEGORIES = ("parameters", "optimizer state", "input", "temporary", "activations", "gradients",
+                       "autograd detail", "unknown")
+
+
+def allocated_peak(fn: Callable[[], Any], device: torch.device | str = "cpu") -> int:
+    """The peak of the bytes that the allocator of ``device`` handed out while ``fn()`` ran, above what was allocated
+    before (the profiler's ``profile_memory`` events: every allocation, also those made inside a kernel, which a
+    tensor-level count such as ``cu.peak_memory`` does not see)."""
+    device = torch.device(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities, profile_memory=True) as prof:
+        fn()
+    kineto = getattr(prof.profiler, "kineto_results", None)
+    if kineto is None:
+        raise RuntimeError("this PyTorch's profiler gives no allocation events (profile_memory=True).")
+    wanted = {"cpu": "CPU", "cuda": "CUDA"}.get(device.type, device.type.upper())
+    current = peak = 0
+    events = [e for e in kineto.events() if e.name() == "[memory]" and e.device_type().name == wanted
+              and (device.index is None or device.type == "cpu" or e.device_index() == device.index)]
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        current += event.nbytes()
+        peak = max(peak, current)
+    return peak
+
+
+def memory_timeline(prof: profile, device: torch.device | str = "cpu") -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The profiler's memory timeline of ``device``: the times (ms from the first event) and, per category of
+    :data:`TIMELINE_CATEGORIES`, the bytes alive at each time. ``prof`` must have run with
+    ``profile_memory=True, record_shapes=True, with_stack=True``.
+
+    ``export_memory_timeline`` is deprecated in torch 2.14 (its warning points to the CUDA memory snapshot, which
+    has no CPU counterpart): its warning is silenced here, where it is the only timeline a CPU has."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "timeline.json"
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "`export_memory_timeline` is deprecated", FutureWarning)
+            prof.export_memory_timeline(str(path), device=str(torch.device(device)))
+        times, sizes = json.loads(path.read_text())
+    if not times:
+        raise ValueError(f"the profile has no memory events on {device}.")
+    columns = np.asarray(sizes, dtype=np.int64)[:, 1:]  # column 0 is unused by the profiler
+    if columns.shape[1] != len(TIMELINE_CATEGORIES):
+        raise ValueError(f"expected {len(TIMELINE_CATEGORIES)} categories, got {columns.shape[1]}: has the profiler "
+                         "changed its timeline format?")
+    ms = (np.asarray(times, dtype=np.float64) - times[0]) / 1e3  # µs -> ms
+    return ms, {name: columns[:, i] for i, name in enumerate(TIMELINE_CATEGORIES)}
+
+
+class _OpCounter(TorchDispatchMode):
+    def __init__(self, counts: Counter[str]) -> None:
+        super().__init__()
+        self.counts = counts
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.counts[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def count_ops() -> Iterator[Counter[str]]:
+    """Count the ATen operators that really run in the block, by name (``"addmm"``, ``"gelu"``, ...); an operator
+    whose result a selective checkpoint replays from its cache does not run, and is not counted."""
+    counts: Counter[str] = Counter()
+    with _OpCounter(counts):
+        yield counts
 
 
 def check_zero_memory(answer: Sequence[float] | None, *, parameters: float = 1.5e9, ranks: int = 8,

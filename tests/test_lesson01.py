@@ -1,0 +1,58 @@
+"""Lesson 01: the levels of a backward graph, and the Docker facts the lesson's notes state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_utils.lessons import lesson01
+from course_utils.lessons.lesson01 import _depths
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_depths_are_longest_paths():
+    # a -> b directly and a -> c -> b: b is two edges away along the longer path, so it sits below c
+    assert _depths([("a", "b"), ("a", "c"), ("c", "b")], "a") == {"a": 0, "b": 2, "c": 1}
+
+
+def test_levels_of_the_lecture_graph():
+    # f = (x + y) z: the product at the top; the sum and z's AccumulateGrad below it; x's and y's at the bottom
+    x, y, z = (torch.tensor(v, requires_grad=True) for v in (-2.0, 5.0, -4.0))
+    assert lesson01.graph_levels((x + y) * z) == [
+        ["MulBackward0"], ["AddBackward0", "AccumulateGrad"], ["AccumulateGrad", "AccumulateGrad"]]
+
+
+def test_two_branches_share_their_levels():
+    # (sin(a) @ b).sum() + (exp(a) * b).sum(): each level holds one node of each branch; b's AccumulateGrad is
+    # reached from the product and the matrix product (depth 3), a's from sin and exp (depth 4)
+    a, b = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    g = (a.sin() @ b).sum() + (a.exp() * b).sum()
+    assert lesson01.graph_levels(g) == [
+        ["AddBackward0"], ["SumBackward0", "SumBackward0"], ["MulBackward0", "MmBackward0"],
+        ["ExpBackward0", "AccumulateGrad", "SinBackward0"], ["AccumulateGrad"]]
+
+
+def test_graph_levels_refuses_a_tensor_without_a_graph():
+    with pytest.raises(ValueError, match="requires_grad=True"):
+        lesson01.graph_levels(torch.ones(2))
+
+
+def notebook_cell(notebook: str, cell_id: str) -> str:
+    cells = json.loads((REPO / "notebooks" / notebook).read_text())["cells"]
+    return "".join(next(c for c in cells if c["id"] == cell_id)["source"])
+
+
+def test_the_docker_notes_say_what_the_dockerfile_and_the_readme_do():
+    """Lesson 01's Docker paragraph (cell 33dc52ae) describes the course's image: keep the three in step."""
+    notes = notebook_cell("01_autograd.ipynb", "33dc52ae")
+    dockerfile = (REPO / "Dockerfile").read_text()
+    readme = (REPO / "README.md").read_text()
+    assert "ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu" in dockerfile
+    assert "PyTorch's CPU index" in notes and "2.14.1+cpu" in notes
+    gpu_build = "--build-arg TORCH_INDEX=https://pypi.org/simple"
+    assert gpu_build in notes and gpu_build in dockerfile and gpu_build in readme
+    assert "--shm-size=1g" in notes and "--shm-size=1g" in dockerfile and "--shm-size=1g" in readme
