@@ -125,8 +125,8 @@ handouts: slides
 
 # The course's static site (mkdocs-jupyter over the executed notebooks) in build/site/. The site is
 # built from the committed outputs, not re-executed. (MkDocs 1.x prints a notice about MkDocs 2.0,
-# which mkdocs-jupyter does not support: silenced.)
-site: venv
+# which mkdocs-jupyter does not support: silenced.) Its formulas use the MathJax that the decks vendor.
+site: venv $(SLIDES_DIR)/vendor/.fetched
 	NO_MKDOCS_2_WARNING=1 "$(BIN)/mkdocs" build --strict --site-dir build/site
 
 # Refresh the README's screenshots: run the browser tests that take them (into build/screenshots/,

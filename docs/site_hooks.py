@@ -2,7 +2,8 @@
 registry of lessons (course_utils.lessons) with the README's notes on it, and the README's full-profile section;
 the *Lecture map* page is rendered from docs/lecture_map.yml (course_utils.lecture_map), its links opening the
 lessons' cells; a notebook page's table of contents is made from its rendered headings, inline code included; a
-style sheet keeps the home table's file names whole."""
+style sheet keeps the home table's file names whole; the notebooks' formulas are typeset by the copy of MathJax that
+`make slides` vendors (build/slides/vendor/mathjax), published with the site so that it renders offline."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 from mkdocs.structure.toc import get_toc
@@ -20,6 +22,11 @@ from course_utils.lessons import site_table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 LECTURE_MAP_SOURCE, LECTURE_MAP_PAGE = "docs/lecture_map.yml", "lectures.md"  # the README links the source
+MATHJAX = README.parent / "build" / "slides" / "vendor" / "mathjax"  # fetched by the Makefile (npm), as for the decks
+MATHJAX_SITE_DIR = "assets/mathjax"
+MATHJAX_URL_MARK = 'src="course-mathjax/'  # mkdocs.yml's custom_mathjax_url, made relative to each page below
+MATHJAX_PARTS = ("MathJax.js", "config/TeX-AMS_CHTML-full.js", "extensions", "jax/input/TeX", "jax/output/CommonHTML",
+                 "jax/element", "localization/en", "fonts/HTML-CSS/TeX/woff", "fonts/HTML-CSS/TeX/otf")
 
 
 def _section(readme: str, title: str) -> str:
@@ -121,6 +128,13 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     files.append(File.generated(config, "index.md", content=home_page(README.read_text())))
     files.append(File.generated(config, LECTURE_MAP_PAGE, content=lecture_map.markdown(lecture_map.load())))
     files.append(File.generated(config, STYLE_SHEET, content=STYLE))
+    if not (MATHJAX / "MathJax.js").is_file():
+        raise PluginError(f"MathJax is not in {MATHJAX}: build the site with `make site`, which fetches it with npm.")
+    for part in MATHJAX_PARTS:
+        for path in [MATHJAX / part] if (MATHJAX / part).is_file() else sorted((MATHJAX / part).rglob("*")):
+            if path.is_file():
+                dest = f"{MATHJAX_SITE_DIR}/{path.relative_to(MATHJAX).as_posix()}"
+                files.append(File.generated(config, dest, abs_src_path=str(path)))
     return files
 
 
@@ -134,3 +148,9 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
         start, end = html.index("<table>"), html.index("</table>") + len("</table>")
         html = f'{html[:start]}<div class="course-lessons">{html[start:end]}</div>{html[end:]}'
     return html
+
+
+def on_post_page(output: str, page: Page, config: MkDocsConfig) -> str:
+    """A notebook page loads the site's MathJax by a path relative to the page, so that it works offline too."""
+    up = "../" * page.url.count("/")
+    return output.replace(MATHJAX_URL_MARK, f'src="{up}{MATHJAX_SITE_DIR}/')

@@ -152,3 +152,42 @@ def test_the_lecture_map_is_a_page_whose_links_open_their_cells(site):
         assert cell_id in ids[stem], f"{stem}/#cell-id={cell_id} is not an anchor of the page"
     home = (site / "index.html").read_text()
     assert 'href="lectures/"' in home, "the home page links the lecture map"
+
+
+TYPESET = """async () => {
+    const pause = ms => new Promise(done => setTimeout(done, ms));
+    for (let i = 0; i < 300 && !(window.MathJax && MathJax.isReady && MathJax.Hub.queue.pending === 0); i++)
+        await pause(200);
+    if (!(window.MathJax && MathJax.isReady)) return null;
+    const formulas = [...document.querySelectorAll('script[type^="math/tex"]')];
+    const raw = [...document.querySelectorAll('.jp-MarkdownOutput')].flatMap(cell => {
+        const text = cell.cloneNode(true);   // the prose as read: no code, no TeX source, no typeset formula
+        text.querySelectorAll('code, pre, script, .MathJax_Preview, .MathJax_CHTML, .mjx-chtml')
+            .forEach(e => e.remove());
+        const tex = /\\$\\$[^]*?\\$\\$|\\$[^$\\n]*[\\\\_^{][^$\\n]*\\$|\\\\(?:\\(|\\[|[A-Za-z]{2,})/g;  // TeX as text
+        return [...text.textContent.matchAll(tex)].map(m => m[0].slice(0, 60));
+    });
+    return {formulas: formulas.length, drawn: formulas.filter(f => document.getElementById(f.id + '-Frame')).length,
+            errors: document.querySelectorAll('.mjx-merror, .MathJax_Error').length, raw};
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("page_path", [f"{full}{nb.stem}/" for nb in NOTEBOOKS for full in ("", "full/")])
+def test_every_formula_of_a_notebook_page_is_typeset(site, page_path, tmp_path):
+    """The site's MathJax (vendored, served with the site) typesets every formula: no TeX is left as text."""
+    notebook = REPO / "notebooks" / page_path.removeprefix("full/").rstrip("/")
+    markdown = "".join("".join(c["source"]) for c in json.loads(notebook.with_suffix(".ipynb").read_text())["cells"]
+                       if c["cell_type"] == "markdown")
+    with served(site) as url, chromium_page(tmp_path / "profile") as page:
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.url))
+        page.goto(url + page_path)
+        found = page.evaluate(TYPESET)
+    assert found is not None, "MathJax did not load"
+    assert not [r for r in requests if "mathjax" in r.lower() and not r.startswith(url)], "MathJax from outside"
+    assert found["raw"] == [], f"TeX shown as text: {found['raw'][:5]}"
+    assert found["errors"] == 0
+    assert found["drawn"] == found["formulas"], "a formula was not typeset"
+    assert (found["formulas"] > 0) == ("$" in markdown), f"{found['formulas']} formulas typeset"
