@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from course_utils import colab, hardware
 from course_utils.device import device_name
-from course_utils.lessons import lesson, record_run_time
+from course_utils.lessons import RUN_TIMES, lesson, record_run_time
 from course_utils.profile import PROFILE_ENV, get_profile
 from course_utils.progress import PROGRESS_ENV
 from course_utils.versions import installed as installed_version
@@ -47,7 +47,7 @@ KERNEL_AS_NBVAL = ["--IPKernelApp.capture_fd_output=False"]
 KEPT_NOTEBOOK_METADATA = ("kernelspec",)
 KEPT_CELL_METADATA = ("tags", "slideshow")
 BANNER_ID = "full-profile-run"
-RUN_TIMES_NAME = "course_utils/lessons/run_times.json"
+CHECKOUT = Path(__file__).resolve().parent.parent  # the checkout this package is installed from (editable)
 RECORDED_VERSIONS = ("torch", "tensorflow", "keras")  # the packages whose versions a run's record keeps
 
 
@@ -95,7 +95,7 @@ def source_digest(notebook: Path) -> str:
 def in_this_checkout(notebook: Path) -> bool:
     """Whether ``notebook`` is one of the lessons of the checkout this package is installed from (editable), whose
     run times the record keeps; a copy elsewhere (a test's, a student's) leaves the record alone."""
-    return notebook.resolve().parent == Path(__file__).resolve().parent.parent / "notebooks"
+    return notebook.resolve().parent == CHECKOUT / "notebooks"
 
 
 def published_path(notebook: Path) -> Path:
@@ -265,7 +265,8 @@ def run(notebooks: list[Path], profile: str, *, force: bool = False) -> int:
             print(f"{notebook.name}: {wall} s (full), published as {path}")
         if in_this_checkout(notebook):
             record_run_time(lesson_number(notebook), profile, wall)
-            print(f"    recorded in {RUN_TIMES_NAME}: regenerate the README's tables (CONTRIBUTING.md, step 5)")
+            print(f"    recorded in {RUN_TIMES.relative_to(CHECKOUT)}: regenerate the README's tables "
+                  "(CONTRIBUTING.md, step 5)")
     if failures:
         print(f"failed: {', '.join(failures)}", file=sys.stderr)
     return 1 if failures else 0
