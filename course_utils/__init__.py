@@ -44,6 +44,7 @@ from course_utils.timing import (
     measure_interleaved,
     page_faults,
     parallel_efficiency,
+    rotations,
     speedup,
     stopwatch,
 )
@@ -114,7 +115,7 @@ __all__ = [
     "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "live_view_allowed", "live_view_host",
     "load_numpy", "load_tensors",
     "measure", "measure_interleaved", "page_faults", "parallel_efficiency", "peak_memory", "plot_curves", "progress",
-    "read_rank_results", "run_processes",
+    "read_rank_results", "rotations", "run_processes",
     "saved_for_backward", "scratch_dir", "seed_everything",
     "serialized_size", "setup", "show_images", "speedup", "stopwatch", "tensor_bytes", "tf_dataset",
     "torchrun_command", "train_classifier",

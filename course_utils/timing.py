@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +95,20 @@ def measure(fn: Callable[[], Any], *, warmup: int = 2, repeats: int = 5,
     return Timing(tuple(times))
 
 
+def rotations(names: Sequence[str], rounds: int) -> Iterator[list[str]]:
+    """The order of each round when several candidates take turns: A B C, B C A, C A B, A B C, ...
+
+    Each round starts one candidate further along, so that no candidate always runs first, or always
+    right after the same neighbour, whose caches, memory and garbage it would inherit.
+    """
+    if rounds < 0 or not names:
+        raise ValueError(f"need at least one name and rounds >= 0; got {list(names)!r} and {rounds}.")
+    order = list(names)
+    for round_ in range(rounds):
+        start = round_ % len(order)
+        yield order[start:] + order[:start]
+
+
 def measure_interleaved(fns: Mapping[str, Callable[[], Any]], *, warmup: int = 2, repeats: int = 5,
                         calls: int = 1, device: torch.device | str | None = None,
                         threads: int | None = None) -> dict[str, Timing]:
@@ -102,9 +116,8 @@ def measure_interleaved(fns: Mapping[str, Callable[[], Any]], *, warmup: int = 2
 
     :func:`measure` times one function after another; when the load of the machine changes during
     the run, the candidate timed last pays for it. Interleaving the candidates round by round
-    spreads such changes over all of them, so the ratio of their medians stays meaningful. Each round
-    starts one candidate further along (A B C, B C A, C A B, ...), so that no candidate always runs
-    right after the same neighbour, whose caches and memory it would inherit.
+    spreads such changes over all of them, so the ratio of their medians stays meaningful. The rounds
+    follow :func:`rotations`.
 
     Args:
         fns: name -> callable taking no arguments (e.g. ``lambda: model(x)``).
@@ -126,10 +139,9 @@ def measure_interleaved(fns: Mapping[str, Callable[[], Any]], *, warmup: int = 2
     if threads is not None:
         torch.set_num_threads(threads)
     times: dict[str, list[float]] = {name: [] for name in fns}
-    names = list(fns)
     try:
-        for round_ in range(warmup + repeats):
-            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+        for round_, order in enumerate(rotations(list(fns), warmup + repeats)):
+            for name in order:
                 fn = fns[name]
                 synchronize(device)
                 start = time.perf_counter()

@@ -11,6 +11,7 @@ from course_utils.timing import (
     measure_interleaved,
     page_faults,
     parallel_efficiency,
+    rotations,
     speedup,
     stopwatch,
 )
@@ -73,6 +74,14 @@ def test_measure_interleaved_alternates_candidates_and_rotates_who_goes_first():
     rounds = ["aabbcc", "bbccaa", "ccaabb", "aabbcc"]  # no candidate always follows the same neighbour
     assert "".join(calls) == "".join(rounds)
     assert list(timings) == ["a", "b", "c"] and all(len(t.times) == 3 for t in timings.values())
+
+
+def test_rotations_start_each_round_one_name_further_along():
+    assert ["".join(r) for r in rotations("abc", 4)] == ["abc", "bca", "cab", "abc"]
+    assert list(rotations(["a"], 0)) == []
+    for bad in [lambda: list(rotations([], 1)), lambda: list(rotations("ab", -1))]:
+        with pytest.raises(ValueError):
+            bad()
 
 
 def test_measure_interleaved_sets_and_restores_threads():
