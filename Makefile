@@ -111,11 +111,12 @@ $(SLIDES_DIR)/vendor/.fetched:
 slides: venv $(SLIDES_DIR)/vendor/.fetched
 	"$(BIN)/jupyter" nbconvert --to slides --output-dir "$(SLIDES_DIR)" \
 	  --TemplateExporter.extra_template_basedirs=docs/slides_template --template course_reveal \
+	  --SlidesExporter.reveal_width=1280 --SlidesExporter.reveal_height=720 \
 	  --SlidesExporter.reveal_url_prefix=vendor/reveal.js \
 	  --SlidesExporter.require_js_url=vendor/requirejs/require.js \
 	  --SlidesExporter.jquery_url=vendor/jquery/dist/jquery.min.js \
 	  --SlidesExporter.mathjax_url='vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe' \
-	  --SlidesExporter.preprocessors="['course_utils.slides.Excerpts']" \
+	  --SlidesExporter.preprocessors="['course_utils.slides.Excerpts', 'course_utils.slides.ColabLink']" \
 	  $(NOTEBOOKS)
 
 # PDF handouts of the decks in build/handouts/, one page per slide: reveal.js's print mode in headless Chromium

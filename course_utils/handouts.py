@@ -1,8 +1,8 @@
 """PDF handouts of the slide decks (``make handouts``): reveal.js's print mode in headless Chromium, a page a slide.
 
 The decks come from ``make slides`` (``build/slides/NN_name.slides.html``, reveal.js vendored beside them), so
-printing needs no network. Fragments are printed in their final state, and a slide taller than the page is cut at
-the page's bottom (the style guide keeps slides within a page).
+printing needs no network. Fragments are printed in their final state; the deck's script fits every slide to its
+page, and ``tests/test_deck_fit.py`` checks that no page cuts its slide.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def print_deck(deck: Path, pdf: Path, *, executable: str | None = None, timeout_
         raise ValueError(f"{deck} is not a deck of `make slides` (it does not load the vendored reveal.js).")
     ready = (f"() => window.require && require.defined({module.group(1)!r}) && require({module.group(1)!r}).isReady()"
              " && document.querySelectorAll('.pdf-page').length > 0"
-             " && window.MathJax && MathJax.isReady && MathJax.Hub.queue.pending === 0")
+             " && window.MathJax && MathJax.isReady && MathJax.Hub.queue.pending === 0"
+             " && window.courseDeck && courseDeck.ready")  # the deck's script has fitted every slide to its page
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable or chromium(), headless=True,
                                              args=["--no-sandbox", "--disable-gpu"])

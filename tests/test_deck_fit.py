@@ -1,0 +1,122 @@
+"""Every slide of every deck fits a 16:9 projector, measured in Chromium as an instructor would see it: each slide
+visited with all its fragments shown, nothing below the slide, no line of code or output cut at its edge, no picture
+missing offline; and every page of the printed handout holds its slide whole.
+
+The deck's own script (docs/slides_template/course_reveal/index.html.j2) shrinks wide tables and tall slides within
+limits; these tests fail where that is not enough, naming the lesson and the slide.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from browser import chromium_page
+from conftest import NOTEBOOKS, REPO, TEMPLATE
+from course_utils import handouts
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
+SLIDES = REPO / "build" / "slides"
+# Every slide, fragments shown: how far its content reaches below the slide, the zoom the deck gave it, the `pre`
+# blocks whose lines reach past their right edge, and its pictures that did not load.
+MEASURE_SLIDES = """async () => {
+  const Reveal = require(MODULE), idle = () => new Promise(done => MathJax.Hub.Queue(done));
+  const height = Reveal.getConfig().height, out = [];
+  for (const slide of Reveal.getSlides()) {
+    const at = Reveal.getIndices(slide);
+    Reveal.slide(at.h, at.v, 999);
+    await idle(); await new Promise(done => setTimeout(done, 20));
+    out.push({at: `${at.h}.${at.v}`, title: slide.textContent.trim().split("\\n")[0].slice(0, 60),
+              below: slide.scrollHeight - height, zoom: +slide.dataset.zoom,
+              cut: [...slide.querySelectorAll("pre")].filter(pre => pre.scrollWidth > pre.clientWidth + 1).map(
+                pre => pre.textContent.split("\\n").reduce((a, b) => b.length > a.length ? b : a, "").slice(0, 50)),
+              broken: [...slide.querySelectorAll("img")].filter(img => !img.complete || !img.naturalWidth).map(
+                img => img.src.slice(0, 80))});
+  }
+  return out;
+}"""
+# Every printed page: how far its slide reaches below the page.
+MEASURE_PAGES = """() => [...document.querySelectorAll(".pdf-page")].map(page => {
+  const slide = page.querySelector("section");
+  return {title: slide.textContent.trim().split("\\n")[0].slice(0, 60),
+          below: slide.offsetTop + slide.scrollHeight - page.clientHeight};
+})"""
+
+
+def reveal_module(deck: Path) -> str:
+    """The name under which the deck's require.js loads the vendored reveal.js."""
+    return re.search(r'"([^"]+/dist/reveal\.js)"', deck.read_text()).group(1)
+
+
+@pytest.fixture(scope="module")
+def decks() -> list[Path]:
+    """All lessons' decks and the template's, built by `make slides` as an instructor builds them."""
+    if shutil.which("npm") is None:
+        pytest.fail("`make slides` fetches reveal.js and MathJax with npm: install Debian's `npm` package, or leave "
+                    "the browser tests out: PYTEST_ARGS=\"-m 'not browser'\".")
+    notebooks = [*NOTEBOOKS, TEMPLATE]
+    built = subprocess.run(["make", "--no-print-directory", "slides",
+                            "NOTEBOOKS=" + " ".join(str(p.relative_to(REPO)) for p in notebooks)],
+                           cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return [SLIDES / f"{p.stem}.slides.html" for p in notebooks]
+
+
+def open_deck(page, deck: Path, query: str = "") -> None:
+    """Open a deck offline, as in a lecture hall, and wait until its script has laid every slide out."""
+    page.goto(deck.as_uri() + query)
+    page.wait_for_function("() => window.courseDeck && courseDeck.ready && window.MathJax && MathJax.isReady",
+                           timeout=120_000)
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (1920, 1080)], ids=["1280x720", "1920x1080"])
+def test_every_slide_fits_the_projector(decks, width, height, tmp_path):
+    failures, slides = [], 0
+    with chromium_page(tmp_path / "profile", width=width, height=height) as page:
+        page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())  # offline: what is not on disk fails
+        for deck in decks:
+            open_deck(page, deck)
+            lesson = deck.name[:2]
+            for slide in page.evaluate(MEASURE_SLIDES.replace("MODULE", repr(reveal_module(deck)))):
+                slides += 1
+                where = f"{lesson} slide {slide['at']} ({slide['title']!r})"
+                if slide["below"] > 1:
+                    failures.append(f"{where}: {slide['below']} px below the slide at zoom {slide['zoom']} (split the "
+                                    "slide, or give a cell an excerpt: CONTRIBUTING.md, Slides)")
+                failures += [f"{where}: a line cut at the right edge: {line!r}" for line in slide["cut"]]
+                failures += [f"{where}: a picture that does not load offline: {src}" for src in slide["broken"]]
+    assert slides > 12 * 40
+    assert not failures, f"{len(failures)} problem(s) in {slides} slides at {width}x{height}:\n" + "\n".join(failures)
+
+
+def test_every_printed_page_holds_its_slide(decks, tmp_path):
+    failures = []
+    with chromium_page(tmp_path / "profile") as page:
+        page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())
+        for deck in decks:
+            open_deck(page, deck, handouts.PRINT_QUERY)
+            total = page.evaluate(f"() => require({reveal_module(deck)!r}).getTotalSlides()")
+            pages = page.evaluate(MEASURE_PAGES)
+            assert len(pages) == total, f"{deck.name}: {len(pages)} pages for {total} slides"
+            failures += [f"{deck.name[:2]} page {i} ({p['title']!r}): cut {p['below']} px above the slide's end"
+                         for i, p in enumerate(pages, 1) if p["below"] > 1]
+    assert not failures, "\n".join(failures)
+
+
+def test_the_title_slide_shows_its_objectives_and_no_badge_from_the_web(decks, tmp_path):
+    with chromium_page(tmp_path / "profile", width=1280, height=720) as page:
+        page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())
+        for deck in decks:
+            open_deck(page, deck)
+            title = page.evaluate(f"""() => {{ const slide = require({reveal_module(deck)!r}).getSlides()[0];
+                const items = [...slide.querySelectorAll('li')], bottom = slide.getBoundingClientRect().bottom;
+                return {{objectives: items.length, images: slide.querySelectorAll('img').length,
+                         shown: items.filter(li => li.getBoundingClientRect().bottom <= bottom + 1).length,
+                         colab: [...slide.querySelectorAll('a')].filter(
+                           a => a.href.includes('colab.research.google.com')).map(a => a.textContent)}}; }}""")
+            assert title["objectives"] >= 3 and title["shown"] == title["objectives"], f"{deck.name}: {title}"
+            assert title["images"] == 0 and title["colab"] == ["Open in Colab"], f"{deck.name}: {title}"
