@@ -135,7 +135,7 @@ def test_make_slides_renders_lesson_01_in_chromium(tmp_path):
         return drawn
 
     external: list[str] = []
-    with chromium_page(tmp_path / "profile") as page:
+    with chromium_page(tmp_path / "profile", width=1280, height=720) as page:  # the decks' size (16:9)
         def refuse(route) -> None:  # offline, as in a lecture hall: anything not on disk is refused (and recorded)
             external.append(route.request.url)
             route.abort()
