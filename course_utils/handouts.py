@@ -27,7 +27,7 @@ def chromium() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
         raise RuntimeError("no Chromium on the PATH: install Debian's or Ubuntu's `chromium` package (`make browser` "
-                           "does it as root), or print a deck from a browser: open it with ?print-pdf and print.")
+                           f"does it as root), or print a deck from a browser: open it with {PRINT_QUERY} and print.")
     return path
 
 
@@ -60,6 +60,7 @@ def print_deck(deck: Path, pdf: Path, *, executable: str | None = None, timeout_
                                              args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page()
+            page.emulate_media(media="print")  # the deck's script fits each slide to its page as printed
             page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())  # offline: the deck is on disk
             page.goto(deck.as_uri() + PRINT_QUERY)
             page.wait_for_function(ready, timeout=timeout_s * 1000)

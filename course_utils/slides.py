@@ -4,10 +4,9 @@ slide :data:`MAX_TITLE_WORDS`) and :data:`MAX_CODE_LINES` lines of code on a sli
 
 A cell whose ``slideshow.slide_type`` is ``slide`` or ``subslide`` starts a slide, as in nbconvert; ``fragment`` and
 ``-`` (or none) continue it; ``notes`` go to the slide's speaker notes; ``skip`` is left out. A code cell with
-``slideshow.excerpt = "first-last"`` shows those lines on its slide and the whole cell in the notes; one with
-``slideshow.output_excerpt = "first-last"`` shows those lines of its printed output (:class:`Excerpts`, which
-``make slides`` runs). The Colab badge, an image from the web, becomes a text link in the deck (:class:`ColabLink`),
-so that a deck opened offline shows no broken image.
+``slideshow.excerpt = "first-last"`` shows those lines on its slide and the whole cell in the notes
+(:class:`Excerpts`, which ``make slides`` runs). The Colab badge, an image from the web, becomes a text link in the
+deck (:class:`ColabLink`), so that a deck opened offline shows no broken image.
 """
 
 from __future__ import annotations
@@ -53,17 +52,6 @@ def code_lines(code: str) -> int:
     return sum(1 for line in code.splitlines() if line.strip())
 
 
-def _lines_of(text: str, span: object, key: str, what: str, ellipsis: str) -> str:
-    """The lines ``"first-last"`` (from 1) of ``text``, with ``ellipsis`` where lines are left out."""
-    lines = text.splitlines()
-    match = re.fullmatch(r"(\d+)-(\d+)", str(span))
-    if not match or not 1 <= int(match[1]) <= int(match[2]) <= len(lines):
-        raise ValueError(f"slideshow.{key} must be 'first-last' within the {len(lines)} lines of {what}, got {span!r}.")
-    first, last = int(match[1]), int(match[2])
-    shown = lines[first - 1:last]
-    return "\n".join(([ellipsis] if first > 1 else []) + shown + ([ellipsis] if last < len(lines) else []))
-
-
 def excerpt(cell: Cell) -> str:
     """The code a cell shows on its slide: the lines of ``slideshow.excerpt`` (``"first-last"``, from 1) with ⋮ where
     lines are left out, or the whole cell.
@@ -72,24 +60,15 @@ def excerpt(cell: Cell) -> str:
         ValueError: for an excerpt that is not ``"first-last"`` within the cell.
     """
     span = cell.get("metadata", {}).get("slideshow", {}).get("excerpt")
-    return _lines_of(source(cell), span, "excerpt", "the cell", ELLIPSIS) if span else source(cell)
-
-
-def printed(cell: Cell) -> str:
-    """What a code cell printed: the text of its ``stdout`` stream outputs, in order."""
-    return "".join("".join(o["text"]) if isinstance(o["text"], list) else o["text"]
-                   for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o.get("name") == "stdout")
-
-
-def output_excerpt(cell: Cell) -> str | None:
-    """The printed lines a code cell shows on its slide (``slideshow.output_excerpt``, ``"first-last"`` from 1, with ⋮
-    where lines are left out), or ``None`` when it shows its outputs whole.
-
-    Raises:
-        ValueError: for an excerpt that is not ``"first-last"`` within what the cell printed.
-    """
-    span = cell.get("metadata", {}).get("slideshow", {}).get("output_excerpt")
-    return _lines_of(printed(cell), span, "output_excerpt", "what the cell printed", "⋮") if span else None
+    if not span:
+        return source(cell)
+    lines = source(cell).splitlines()
+    match = re.fullmatch(r"(\d+)-(\d+)", str(span))
+    if not match or not 1 <= int(match[1]) <= int(match[2]) <= len(lines):
+        raise ValueError(f"slideshow.excerpt must be 'first-last' within the cell's {len(lines)} lines, got {span!r}.")
+    first, last = int(match[1]), int(match[2])
+    shown = lines[first - 1:last]
+    return "\n".join(([ELLIPSIS] if first > 1 else []) + shown + ([ELLIPSIS] if last < len(lines) else []))
 
 
 @dataclass
@@ -134,20 +113,14 @@ def too_full(nb: dict[str, Any]) -> list[str]:
 
 
 class Excerpts(Preprocessor):  # type: ignore[misc]
-    """For ``make slides``: a code cell with ``slideshow.excerpt`` shows its excerpt, and the whole code goes to the
-    speaker notes, after the slide's other notes; one with ``slideshow.output_excerpt`` shows those lines of what it
-    printed, in place of its ``stdout`` outputs (its other outputs, a figure or an error, stay)."""
+    """For ``make slides``: a code cell with ``slideshow.excerpt`` shows its excerpt; the whole code goes to the
+    speaker notes, after the slide's other notes."""
 
     def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
-        from nbformat.v4 import new_markdown_cell, new_output
+        from nbformat.v4 import new_markdown_cell
 
         cells = []
         for cell in nb.cells:
-            shown = output_excerpt(cell) if cell.cell_type == "code" else None
-            if shown is not None:
-                first = next(i for i, o in enumerate(cell.outputs) if o.output_type == "stream" and o.name == "stdout")
-                rest = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stdout")]
-                cell.outputs = rest[:first] + [new_output("stream", name="stdout", text=shown + "\n")] + rest[first:]
             if cell.cell_type == "code" and cell.metadata.get("slideshow", {}).get("excerpt"):
                 whole = new_markdown_cell(f"The whole cell:\n\n```python\n{cell.source}\n```", id=f"{cell.id}-whole",
                                           metadata={"slideshow": {"slide_type": "notes"}})

@@ -26,14 +26,25 @@ SLIDES = REPO / "build" / "slides"
 MEASURE_SLIDES = """async () => {
   const Reveal = require(MODULE), idle = () => new Promise(done => MathJax.Hub.Queue(done));
   const height = Reveal.getConfig().height, out = [];
+  const longest = text => text.split("\\n").reduce((a, b) => b.length > a.length ? b : a, "").slice(0, 50);
+  const shown = ".jp-Cell, p, li, h1, h2, h3, pre, table, img, .MathJax, .MathJax_Display";
   for (const slide of Reveal.getSlides()) {
     const at = Reveal.getIndices(slide);
     Reveal.slide(at.h, at.v, 999);
     await idle(); await new Promise(done => setTimeout(done, 20));
+    const box = slide.getBoundingClientRect();
     out.push({at: `${at.h}.${at.v}`, title: slide.textContent.trim().split("\\n")[0].slice(0, 60),
-              below: slide.scrollHeight - height, zoom: +slide.dataset.zoom,
+              below: slide.scrollHeight - height, aside: slide.scrollWidth - slide.clientWidth,
+              zoom: +slide.dataset.zoom,
+              outside: [...slide.querySelectorAll(shown)].filter(e => !e.closest("aside")).filter(e => {
+                const r = e.getBoundingClientRect();
+                return r.width && r.height && (r.right > box.right + 1 || r.bottom > box.bottom + 1 ||
+                                               r.left < box.left - 1 || r.top < box.top - 1); }).map(
+                e => `${e.tagName.toLowerCase()}.${e.className}`.slice(0, 40) + ": " + longest(e.textContent)),
               cut: [...slide.querySelectorAll("pre")].filter(pre => pre.scrollWidth > pre.clientWidth + 1).map(
-                pre => pre.textContent.split("\\n").reduce((a, b) => b.length > a.length ? b : a, "").slice(0, 50)),
+                pre => longest(pre.textContent)),
+              tables: [...slide.querySelectorAll("pre[data-fit='table-too-wide']")].map(
+                pre => longest(pre.textContent)),
               broken: [...slide.querySelectorAll("img")].filter(img => !img.complete || !img.naturalWidth).map(
                 img => img.src.slice(0, 80))});
   }
@@ -87,7 +98,11 @@ def test_every_slide_fits_the_projector(decks, width, height, tmp_path):
                 if slide["below"] > 1:
                     failures.append(f"{where}: {slide['below']} px below the slide at zoom {slide['zoom']} (split the "
                                     "slide, or give a cell an excerpt: CONTRIBUTING.md, Slides)")
+                if slide["aside"] > 1:
+                    failures.append(f"{where}: {slide['aside']} px wider than the slide")
+                failures += [f"{where}: outside the slide: {element}" for element in slide["outside"]]
                 failures += [f"{where}: a line cut at the right edge: {line!r}" for line in slide["cut"]]
+                failures += [f"{where}: a table too wide at the smallest font: {line!r}" for line in slide["tables"]]
                 failures += [f"{where}: a picture that does not load offline: {src}" for src in slide["broken"]]
     assert slides > 12 * 40
     assert not failures, f"{len(failures)} problem(s) in {slides} slides at {width}x{height}:\n" + "\n".join(failures)
@@ -97,6 +112,7 @@ def test_every_printed_page_holds_its_slide(decks, tmp_path):
     failures = []
     with chromium_page(tmp_path / "profile") as page:
         page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())
+        page.emulate_media(media="print")  # as Chromium lays out a page it prints
         for deck in decks:
             open_deck(page, deck, handouts.PRINT_QUERY)
             total = page.evaluate(f"() => require({reveal_module(deck)!r}).getTotalSlides()")

@@ -77,6 +77,8 @@ def test_tf_config_names_the_cluster_and_this_task():
 
 
 PS_SCRIPT = """
+import os
+
 import course_utils
 import tensorflow as tf
 from course_utils.lessons import lesson06
@@ -91,14 +93,16 @@ def step():
     return tf.distribute.coordinator.experimental_get_current_worker_index()
 remote = [coordinator.schedule(step) for _ in range(8)]
 coordinator.join()
-print(sorted({int(r.fetch()) for r in remote}) <= [0, 1], float(v.read_value()), v.device.split("/device")[0])
+print(sorted({int(r.fetch()) for r in remote}) <= [0, 1], float(v.read_value()), v.device.split("/device")[0],
+      flush=True)
+os._exit(0)  # no teardown of the in-process servers; CI saw one crash (-11) somewhere: faulthandler will say where
 """
 
 
 def test_in_process_cluster_trains_without_deadlock():
-    out = subprocess.run([sys.executable, "-c", PS_SCRIPT], capture_output=True, text=True, timeout=240,
-                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = subprocess.run([sys.executable, "-X", "faulthandler", "-c", PS_SCRIPT], capture_output=True, text=True,
+                         timeout=240, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, f"exit code {out.returncode}; printed {out.stdout!r}; {out.stderr[-3000:]}"
     assert out.stdout.split() == ["True", "8.0", "/job:ps/replica:0/task:0"]
 
 

@@ -218,22 +218,6 @@ def test_every_slide_fits_a_projector(lesson):
     assert sum(slide_type(c) == "notes" for c in nb["cells"]) >= 3, "the explanation goes into speaker notes"
     for cell in nb["cells"]:
         slides.excerpt(cell)  # an excerpt names lines of its cell
-        slides.output_excerpt(cell)  # and an output excerpt lines of what it printed
-
-
-def test_an_output_excerpt_shows_those_printed_lines_in_place_of_the_prints():
-    from nbformat.v4 import new_code_cell, new_notebook, new_output
-
-    cell = new_code_cell("for i in range(5): print(i)", metadata={"slideshow": {"output_excerpt": "2-3"}}, outputs=[
-        new_output("stream", name="stdout", text="0\n1\n2\n"), new_output("stream", name="stderr", text="warning\n"),
-        new_output("stream", name="stdout", text="3\n4\n")])
-    assert slides.printed(cell) == "0\n1\n2\n3\n4\n" and slides.output_excerpt(cell) == "⋮\n1\n2\n⋮"
-    nb, _ = slides.Excerpts().preprocess(new_notebook(cells=[cell]), {})
-    assert [(o.name, o.text) for o in nb.cells[0].outputs] == [("stdout", "⋮\n1\n2\n⋮\n"), ("stderr", "warning\n")]
-    for bad in ("0-2", "4-9", "3-2", "two"):
-        cell.metadata["slideshow"]["output_excerpt"] = bad
-        with pytest.raises(ValueError, match="output_excerpt"):
-            slides.output_excerpt(cell)
 
 
 def test_the_colab_badge_becomes_a_text_link_in_the_deck():
