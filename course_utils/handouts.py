@@ -31,6 +31,19 @@ def chromium() -> str:
     return path
 
 
+def reveal_module(deck: Path) -> str:
+    """The name under which a deck of ``make slides`` loads its vendored reveal.js with require.js (an AMD module:
+    reveal.js is no global there, scripts reach it with ``require(name)``).
+
+    Raises:
+        ValueError: when the file is not a deck of ``make slides`` (no vendored reveal.js).
+    """
+    module = _REVEAL_MODULE.search(Path(deck).read_text())
+    if module is None or module.group(1).startswith("http"):
+        raise ValueError(f"{deck} is not a deck of `make slides` (it does not load the vendored reveal.js).")
+    return module.group(1)
+
+
 def page_count(pdf: Path) -> int:
     """The number of pages of a PDF file (its page objects)."""
     return len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", Path(pdf).read_bytes()))
@@ -48,10 +61,8 @@ def print_deck(deck: Path, pdf: Path, *, executable: str | None = None, timeout_
     deck = Path(deck).resolve()
     if not deck.is_file():
         raise FileNotFoundError(f"{deck} does not exist: build the decks first with `make slides`.")
-    module = _REVEAL_MODULE.search(deck.read_text())
-    if module is None or module.group(1).startswith("http"):
-        raise ValueError(f"{deck} is not a deck of `make slides` (it does not load the vendored reveal.js).")
-    ready = (f"() => window.require && require.defined({module.group(1)!r}) && require({module.group(1)!r}).isReady()"
+    module = reveal_module(deck)
+    ready = (f"() => window.require && require.defined({module!r}) && require({module!r}).isReady()"
              " && document.querySelectorAll('.pdf-page').length > 0"
              " && window.MathJax && MathJax.isReady && MathJax.Hub.queue.pending === 0"
              " && window.courseDeck && courseDeck.ready")  # the deck's script has fitted every slide to its page

@@ -58,11 +58,6 @@ MEASURE_PAGES = """() => [...document.querySelectorAll(".pdf-page")].map(page =>
 })"""
 
 
-def reveal_module(deck: Path) -> str:
-    """The name under which the deck's require.js loads the vendored reveal.js."""
-    return re.search(r'"([^"]+/dist/reveal\.js)"', deck.read_text()).group(1)
-
-
 @pytest.fixture(scope="module")
 def decks() -> list[Path]:
     """All lessons' decks and the template's, built by `make slides` as an instructor builds them."""
@@ -92,7 +87,7 @@ def test_every_slide_fits_the_projector(decks, width, height, tmp_path):
         for deck in decks:
             open_deck(page, deck)
             lesson = deck.name[:2]
-            for slide in page.evaluate(MEASURE_SLIDES.replace("MODULE", repr(reveal_module(deck)))):
+            for slide in page.evaluate(MEASURE_SLIDES.replace("MODULE", repr(handouts.reveal_module(deck)))):
                 slides += 1
                 where = f"{lesson} slide {slide['at']} ({slide['title']!r})"
                 if slide["below"] > 1:
@@ -115,7 +110,7 @@ def test_every_printed_page_holds_its_slide(decks, tmp_path):
         page.emulate_media(media="print")  # as Chromium lays out a page it prints
         for deck in decks:
             open_deck(page, deck, handouts.PRINT_QUERY)
-            total = page.evaluate(f"() => require({reveal_module(deck)!r}).getTotalSlides()")
+            total = page.evaluate(f"() => require({handouts.reveal_module(deck)!r}).getTotalSlides()")
             pages = page.evaluate(MEASURE_PAGES)
             assert len(pages) == total, f"{deck.name}: {len(pages)} pages for {total} slides"
             failures += [f"{deck.name[:2]} page {i} ({p['title']!r}): cut {p['below']} px above the slide's end"
@@ -128,7 +123,7 @@ def test_the_title_slide_shows_its_objectives_and_no_badge_from_the_web(decks, t
         page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())
         for deck in decks:
             open_deck(page, deck)
-            title = page.evaluate(f"""() => {{ const slide = require({reveal_module(deck)!r}).getSlides()[0];
+            title = page.evaluate(f"""() => {{ const slide = require({handouts.reveal_module(deck)!r}).getSlides()[0];
                 const items = [...slide.querySelectorAll('li')], bottom = slide.getBoundingClientRect().bottom;
                 return {{objectives: items.length, images: slide.querySelectorAll('img').length,
                          shown: items.filter(li => li.getBoundingClientRect().bottom <= bottom + 1).length,

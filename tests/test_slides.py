@@ -110,10 +110,8 @@ def test_make_slides_renders_lesson_01_in_chromium(tmp_path):
     subslides, fragments = expected_deck(nb)
     display, inline = expected_math(nb)
 
-    # The template loads reveal.js with require.js (an AMD module, no global): find its module name.
-    module = re.search(r'"([^"]+/dist/reveal\.js)"', html.read_text())
-    assert module and not module.group(1).startswith("http"), "the deck must load the vendored reveal.js"
-    reveal = f"const Reveal = require({module.group(1)!r});"
+    module = handouts.reveal_module(html)  # the template loads the vendored reveal.js with require.js
+    reveal = f"const Reveal = require({module!r});"
 
     def js(body: str):
         return page.evaluate(f"() => {{ {reveal} {body} }}")
@@ -144,8 +142,8 @@ def test_make_slides_renders_lesson_01_in_chromium(tmp_path):
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(html.as_uri())
-        page.wait_for_function(f"() => window.require && require.defined({module.group(1)!r}) "
-                               f"&& require({module.group(1)!r}).isReady()", timeout=60_000)
+        page.wait_for_function(f"() => window.require && require.defined({module!r}) "
+                               f"&& require({module!r}).isReady()", timeout=60_000)
         page.wait_for_function("() => window.MathJax && MathJax.isReady && MathJax.Hub.queue.pending === 0",
                                timeout=60_000)
         assert errors == [], errors
@@ -194,8 +192,8 @@ def test_make_slides_renders_lesson_01_in_chromium(tmp_path):
     with chromium_page(tmp_path / "speaker") as page:
         page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())
         page.goto(html.as_uri())
-        page.wait_for_function(f"() => window.require && require.defined({module.group(1)!r}) "
-                               f"&& require({module.group(1)!r}).isReady()", timeout=60_000)
+        page.wait_for_function(f"() => window.require && require.defined({module!r}) "
+                               f"&& require({module!r}).isReady()", timeout=60_000)
         with page.context.expect_page() as opened:
             page.keyboard.press("s")
         speaker = opened.value
