@@ -25,6 +25,7 @@ import torch
 import torchvision  # noqa: F401  (imported for the side effect above)
 
 from course_utils import hardware, lessons, versions
+from course_utils.checks import reveal
 from course_utils.claims import ANYWHERE, ClaimError, Condition, expect
 from course_utils.data import DataError, data_root, dataset_info, load_numpy, load_tensors, tf_dataset
 from course_utils.device import best_device, device_name, environment_summary, gpu_count
@@ -115,7 +116,7 @@ __all__ = [
     "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "live_view_allowed", "live_view_host",
     "load_numpy", "load_tensors",
     "measure", "measure_interleaved", "page_faults", "parallel_efficiency", "peak_memory", "plot_curves", "progress",
-    "read_rank_results", "rotations", "run_processes",
+    "read_rank_results", "reveal", "rotations", "run_processes",
     "saved_for_backward", "scratch_dir", "seed_everything",
     "serialized_size", "setup", "show_images", "speedup", "stopwatch", "tensor_bytes", "tf_dataset",
     "torchrun_command", "train_classifier",

@@ -1,5 +1,5 @@
-"""``python -m course_utils COMMAND``: the course's command line: ``doctor``, ``execute``, ``slides``, ``handouts``
-and ``links``."""
+"""``python -m course_utils COMMAND``: the course's command line: ``doctor``, ``execute``, ``gpu-run``, ``slides``,
+``handouts`` and ``links``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ DOCTOR = ("Print what this machine has (CPU, GPUs, versions, data, network, run 
 EXECUTE = ("Execute lessons top to bottom: with the quick profile in place (their committed outputs), or with the "
            "full profile into notebooks/full/ (the published lecture-scale results, skipped when already run on the "
            "lesson's current code); exit with 1 when a lesson fails.")
+GPU_RUN = ("Run lessons on a GPU machine in the quick profile and record what ran: cell by cell, what was skipped "
+           "(a cell that needs TensorFlow where it is not installed), what failed, each claim's outcome, and which "
+           "compared cells print other outputs than the committed ones; lessons run side by side with --jobs and are "
+           "stopped at --deadline. Writes gpu-run.json, gpu-run.md and the executed notebooks to --out; exit with 1 "
+           "when a cell failed or a lesson did not finish.")
 SLIDES = ("Measure lessons' decks: slides, words and code lines on a slide, speaker notes (a Markdown table); with "
           "--check, list the slides over the rule of CONTRIBUTING.md (at most 50 words and 15 lines of code on a "
           "slide) and exit with 1 if there is one.")
@@ -54,6 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK", help="e.g. notebooks/02_optimizers.ipynb")
     run.add_argument("--profile", choices=("quick", "full"), default="quick", help="run profile (default: quick)")
     run.add_argument("--force", action="store_true", help="full profile: run lessons whose published copy is current")
+    gpu = commands.add_parser("gpu-run", help="run lessons on a GPU machine and record what ran", description=GPU_RUN)
+    gpu.add_argument("notebooks", nargs="*", type=Path, metavar="NOTEBOOK",
+                     help="default: every lesson in notebooks/")
+    gpu.add_argument("--out", type=Path, default=Path("build/gpu-run"), help="where the record goes")
+    gpu.add_argument("--jobs", type=int, default=1, help="lessons run side by side (default: 1)")
+    gpu.add_argument("--deadline", type=_positive_seconds, default=3600.0, metavar="SECONDS",
+                     help="stop lessons still running after this long (default: 3600)")
+    gpu.add_argument("--cell-timeout", type=int, default=600, metavar="SECONDS", help="one cell's limit (default: 600)")
+    gpu.add_argument("--without", action="append", default=[], metavar="MODULE",
+                     help="run as if MODULE were not installed (its cells are skipped), e.g. tensorflow")
+    gpu.add_argument("--one", type=Path, help=argparse.SUPPRESS)  # internal: one lesson, in a process of its own
     slides = commands.add_parser("slides", help="measure lessons' decks against the slide rule", description=SLIDES)
     slides.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK", help="e.g. notebooks/01_autograd.ipynb")
     slides.add_argument("--check", action="store_true", help="list the slides over the rule; exit with 1 if any")
@@ -91,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as error:
             parser.error(str(error))
         return execute.run(args.notebooks, args.profile, force=args.force)
+    if args.command == "gpu-run":
+        return _gpu_run(args, parser)
     if args.command == "links":
         return _links(check=args.check)
     if args.command == "handouts":
@@ -100,6 +118,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = doctor.collect(network=not args.offline, tensorflow=not args.no_tensorflow, timeout=args.timeout)
     print(json.dumps(doctor.to_json(report), indent=2) if args.json else doctor.format_report(report))
     return doctor.exit_status(report)
+
+
+def _gpu_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from course_utils import execute, gpu_run  # need Jupyter's nbclient: requirements.txt has it, the package does not
+
+    if args.one:
+        gpu_run.run_lesson(args.one, args.out, args.cell_timeout, gpu_run.missing_modules(tuple(args.without)))
+        return 0
+    notebooks = args.notebooks or sorted(Path(gpu_run.CHECKOUT, "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    missing = [str(path) for path in notebooks if not path.is_file()]
+    if missing:
+        parser.error(f"no such notebook: {', '.join(missing)}")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    try:
+        for path in notebooks:
+            execute.lesson_number(path)
+    except ValueError as error:
+        parser.error(str(error))
+    return gpu_run.run(notebooks, args.out, jobs=args.jobs, deadline_s=args.deadline, cell_timeout=args.cell_timeout,
+                       without=tuple(args.without))
 
 
 def _slides(notebooks: Sequence[Path], *, check: bool) -> int:

@@ -55,3 +55,48 @@ def _is_numeric(answer: object) -> bool:
 
 def _fmt(x: float) -> str:
     return f"{float(x):g}"
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """A student's prediction beside what the cell measured or computed; shown as one line in a notebook."""
+
+    guess: float | None
+    value: float
+    what: str
+    unit: str = ""
+    exact: bool = False  # a computed value: right or wrong; else a measurement: right within a factor of 2
+
+    def __repr__(self) -> str:
+        shown = f"{_fmt(self.value)}{self.unit}"
+        if self.guess is None:
+            return (f"🔎 {self.what}: {shown}. You made no prediction: next time write one in the cell above before "
+                    "running, it is what makes the result stick.")
+        guess = f"{_fmt(self.guess)}{self.unit}"
+        if self.exact:
+            verdict = "right" if np.isclose(self.guess, self.value) else f"not {guess}: see why below"
+            return f"🔎 {self.what}: {shown}. You predicted {guess}: {verdict}."
+        if self.guess <= 0 or self.value <= 0:
+            return f"🔎 {self.what}: {shown}. You predicted {guess}."
+        factor = self.value / self.guess
+        off = ("within a factor of 2: well predicted" if 0.5 <= factor <= 2 else
+               f"{factor:.3g} times more than you expected" if factor > 2 else
+               f"{1 / factor:.3g} times less than you expected")
+        return f"🔎 {self.what}: {shown}. You predicted {guess}: {off}."
+
+
+def reveal(guess: float | None, value: float, *, what: str, unit: str = "", exact: bool = False) -> Reveal:
+    """Show a prediction made before a cell ran beside the value the cell produced.
+
+    Args:
+        guess: the student's prediction (``None``: none was made).
+        value: what the cell measured (``exact=False``: a prediction within a factor of 2 counts as good) or
+            computed (``exact=True``: right or wrong).
+        what: the quantity, as a phrase ("PyTorch over Python loops").
+
+    Raises:
+        TypeError: if ``guess`` is not a number or ``None``.
+    """
+    if guess is not None and (isinstance(guess, bool) or not isinstance(guess, int | float)):
+        raise TypeError(f"a prediction is one number (or None for none), got {guess!r}.")
+    return Reveal(None if guess is None else float(guess), float(value), what, unit, exact)

@@ -19,9 +19,13 @@ def _walk_graph(output: torch.Tensor) -> tuple[list[tuple[str, str]], dict[str, 
         raise ValueError("output must be a tensor produced by operations on tensors with requires_grad=True.")
     names: dict[int, str] = {}
     labels: dict[str, str] = {}
+    # A node's Python object lives only while referenced (torch 2.11 makes a new one at each access once the last
+    # is freed, often at the same address): keep every one alive, so that id() names each node once.
+    alive: list[Any] = []
 
     def name(fn: Any) -> str:
         if id(fn) not in names:
+            alive.append(fn)
             names[id(fn)] = f"{type(fn).__name__}#{len(names)}"
             leaf = getattr(fn, "variable", None)
             value = f"\nleaf {leaf.item():g}" if leaf is not None and leaf.numel() == 1 else ""
