@@ -57,6 +57,11 @@ def _fmt(x: float) -> str:
     return f"{float(x):g}"
 
 
+def _fmt_measured(x: float) -> str:
+    """Three significant digits, thousands separated: 0.0123, 5.23, 5,561."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 @dataclass(frozen=True)
 class Reveal:
     """A student's prediction beside what the cell measured or computed; shown as one line in a notebook."""
@@ -68,11 +73,12 @@ class Reveal:
     exact: bool = False  # a computed value: right or wrong; else a measurement: right within a factor of 2
 
     def __repr__(self) -> str:
-        shown = f"{_fmt(self.value)}{self.unit}"
+        fmt = _fmt if self.exact else _fmt_measured
+        shown = f"{fmt(self.value)}{self.unit}"
         if self.guess is None:
-            return (f"🔎 {self.what}: {shown}. You made no prediction: next time write one in the cell above before "
-                    "running, it is what makes the result stick.")
-        guess = f"{_fmt(self.guess)}{self.unit}"
+            return (f"🔎 {self.what}: {shown}. You made no prediction: next time commit to one in the PREDICT cell "
+                    "before running; it is what makes a result stick.")
+        guess = f"{fmt(self.guess)}{self.unit}"
         if self.exact:
             verdict = "right" if np.isclose(self.guess, self.value) else f"not {guess}: see why below"
             return f"🔎 {self.what}: {shown}. You predicted {guess}: {verdict}."

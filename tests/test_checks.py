@@ -35,9 +35,11 @@ def test_malformed_answers_are_explained(answer):
 def test_a_prediction_is_shown_beside_the_result() -> None:
     # measured 5561x: a guess of 100x is 55.6 times too low, 4000x is within a factor of 2
     assert repr(reveal(100, 5561, what="speed-up", unit="x")) == (
-        "🔎 speed-up: 5561x. You predicted 100x: 55.6 times more than you expected.")
+        "🔎 speed-up: 5,561x. You predicted 100x: 55.6 times more than you expected.")
     assert repr(reveal(4000, 5561, what="speed-up", unit="x")).endswith("within a factor of 2: well predicted.")
-    assert repr(reveal(20000, 5561, what="speed-up", unit="x")).endswith("3.6 times less than you expected.")
+    assert repr(reveal(20000, 5561, what="speed-up", unit="x")) == (
+        "🔎 speed-up: 5,561x. You predicted 20,000x: 3.6 times less than you expected.")
+    assert repr(reveal(2, 5.2345, what="speed-up", unit="x")).startswith("🔎 speed-up: 5.23x.")
     assert repr(reveal(13, 26, what="x.grad", exact=True)) == "🔎 x.grad: 26. You predicted 13: not 13: see why below."
     assert repr(reveal(26.0, 26, what="x.grad", exact=True)) == "🔎 x.grad: 26. You predicted 26: right."
     assert "You made no prediction" in repr(reveal(None, 26, what="x.grad", exact=True))

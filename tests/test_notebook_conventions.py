@@ -190,3 +190,25 @@ def test_lecture_corrections_take_one_form_and_a_cell_proves_each(notebook):
         following = cells[i + 1] if i + 1 < len(cells) else None
         assert following is not None and following["cell_type"] == "code" and source(following).strip(), (
             f"the cell right after a correction demonstrates it:\n{text}")
+
+
+PREDICTION = re.compile(r"^(\w+) = None  # PREDICT: \S.+$", re.M)
+
+
+def test_every_prediction_is_revealed_by_a_later_cell(notebook):
+    """A prediction cell (CONTRIBUTING.md, How a lesson teaches) is one line, and a later cell reveals it."""
+    _, nb = notebook
+    cells = code_cells(nb)
+    for i, cell in enumerate(cells):
+        text = source(cell)
+        for name in PREDICTION.findall(text):
+            assert text.strip().count("\n") == 0, f"a prediction cell holds the prediction only:\n{text}"
+            assert any(f"cu.reveal({name}," in source(later) for later in cells[i + 1:]), (
+                f"`{name}` is predicted but no later cell calls cu.reveal({name}, ...)")
+
+
+def test_the_pattern_lessons_predict_before_their_results():
+    """The lessons CONTRIBUTING.md names as the pattern, and the template: the others follow (issue 34)."""
+    for path in [p for p in NOTEBOOKS if p.name.startswith("01_")] + [TEMPLATE]:
+        predictions = [c for c in code_cells(load_notebook(path)) if PREDICTION.search(source(c))]
+        assert predictions, f"{path.name} has no prediction cell"
