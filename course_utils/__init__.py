@@ -19,6 +19,11 @@ from dataclasses import dataclass
 
 import torch
 
+# TensorFlow takes nearly all the memory of every visible GPU when it starts, for the kernel's lifetime, unless
+# memory growth is on: a lesson that imports it after this package (every lesson does) then leaves the GPUs to
+# torch, torchrun's processes and other users. Set before TensorFlow starts; an explicit choice is kept.
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+
 # Load torchvision (and, through it, torch._dynamo and triton) before any lesson imports
 # TensorFlow: with torch 2.14.1 and TensorFlow 2.21 in one process, importing triton *after*
 # TensorFlow segfaults. The setup cell imports course_utils first, which fixes the order.

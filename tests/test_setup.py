@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,15 @@ def test_the_reference_versions_are_the_pins_of_requirements_txt():
                                                    ("arm64", "tensorflow"), ("aarch64", "tensorflow")])
 def test_the_tensorflow_to_install_depends_on_the_machine(machine, distribution):
     assert versions.to_install("tensorflow", machine) == distribution and versions.to_install("keras") == "keras"
+
+
+@pytest.mark.parametrize(("preset", "expected"), [(None, "true"), ("false", "false")])
+def test_tensorflow_takes_gpu_memory_as_it_needs_it(preset: str | None, expected: str) -> None:
+    """Without memory growth TensorFlow takes nearly all of every GPU; an explicit choice is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_FORCE_GPU_ALLOW_GROWTH"}
+    if preset is not None:
+        env["TF_FORCE_GPU_ALLOW_GROWTH"] = preset
+    show = "import os, course_utils; print(os.environ['TF_FORCE_GPU_ALLOW_GROWTH'])"
+    shown = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=120,
+                           check=True).stdout.strip()
+    assert shown == expected
