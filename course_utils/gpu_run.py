@@ -29,6 +29,7 @@ from typing import Any
 
 import nbformat
 
+from course_utils.execute import KERNEL_AS_NBVAL
 from course_utils.profile import PROFILE_ENV
 from course_utils.progress import PROGRESS_ENV
 
@@ -134,7 +135,7 @@ def run_lesson(notebook: Path, out: Path, cell_timeout: int, missing: list[str])
     record = LessonRun(notebook.name)
     sanitizers = _sanitizers()
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=False,
-                            extra_arguments=["--IPKernelApp.capture_fd_output=False"],
+                            extra_arguments=KERNEL_AS_NBVAL,
                             resources={"metadata": {"path": str(notebook.parent)}})
     os.environ.update({PROFILE_ENV: "quick", PROGRESS_ENV: "off"})
     start = time.perf_counter()
