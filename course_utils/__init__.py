@@ -34,6 +34,7 @@ from course_utils.checks import reveal
 from course_utils.claims import ANYWHERE, ClaimError, Condition, expect
 from course_utils.data import DataError, data_root, dataset_info, load_numpy, load_tensors, tf_dataset
 from course_utils.device import best_device, device_name, environment_summary, gpu_count
+from course_utils.diffs import ScriptDiff, script_diff
 from course_utils.hardware import Hardware, cpu_load
 from course_utils.launch import free_port, free_ports, read_rank_results, run_processes, scratch_dir, torchrun_command
 from course_utils.live_view import automated_driver, live_view_allowed, live_view_host
@@ -115,14 +116,14 @@ def _profile_line(profile: Profile, lesson: str | None, *, chosen: bool) -> str:
 
 
 __all__ = [
-    "ANYWHERE", "ClaimError", "Condition", "CourseEnv", "DataError", "Hardware", "Profile",
+    "ANYWHERE", "ClaimError", "Condition", "CourseEnv", "DataError", "Hardware", "Profile", "ScriptDiff",
     "accuracy", "best_device", "cpu_load", "data_root",
     "dataset_info", "device_name", "expect", "format_bytes", "format_seconds", "free_port",
     "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "live_view_allowed", "live_view_host",
     "load_numpy", "load_tensors",
     "measure", "measure_interleaved", "page_faults", "parallel_efficiency", "peak_memory", "plot_curves", "progress",
     "read_rank_results", "reveal", "rotations", "run_processes",
-    "saved_for_backward", "scratch_dir", "seed_everything",
+    "saved_for_backward", "scratch_dir", "script_diff", "seed_everything",
     "serialized_size", "setup", "show_images", "speedup", "stopwatch", "tensor_bytes", "tf_dataset",
     "torchrun_command", "train_classifier",
 ]

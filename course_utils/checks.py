@@ -10,12 +10,15 @@ import numpy as np
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The verdict on one answer, with the reason; shown as a single line in a notebook."""
+    """The verdict on one answer, or the worked solution when asked for; shown as a single line in a notebook."""
 
     correct: bool
     message: str
+    is_solution: bool = False  # the message is the worked solution, shown because the student asked for it
 
     def __repr__(self) -> str:
+        if self.is_solution:
+            return "📖 Solution: " + self.message
         return ("✅ Right: " if self.correct else "❌ Not yet: ") + self.message
 
     def __bool__(self) -> bool:
@@ -23,16 +26,44 @@ class CheckResult:
 
 
 NO_ANSWER = CheckResult(False, "no answer yet. Replace `None` with your answer and run the cell again.")
+ASK_FOR_SOLUTION = "Still stuck? Add `solution=True` to the check's call for the worked solution."
+HOW_TO_CHECK = ("Replace `None` with your answer and run the cell: the check says whether it is right and, if not, "
+                "gives a hint. Try again before you ask for the worked solution with `solution=True`.")
 
 
-def check_numbers(answer: float | Sequence[float] | None, expected: Sequence[float], *,
-                  names: Sequence[str], why: Sequence[str], rtol: float = 1e-6) -> CheckResult:
+def worked_solution(text: str) -> CheckResult:
+    """The worked solution of an exercise, for a check called with ``solution=True``."""
+    return CheckResult(False, text, is_solution=True)
+
+
+def not_yet(hint: str) -> CheckResult:
+    """A wrong answer's verdict: the hint, then how to ask for the solution (never the solution itself)."""
+    return CheckResult(False, f"{hint} {ASK_FOR_SOLUTION}")
+
+
+def check_numbers(answer: float | Sequence[float] | None, expected: Sequence[float], *, names: Sequence[str],
+                  hints: Sequence[str], why: Sequence[str], rtol: float = 1e-6,
+                  solution: bool = False) -> CheckResult:
     """Compare an answer (a number or a sequence) with the expected numbers, item by item.
+
+    A wrong item gets its hint (which must not give the number away); the derivations are shown only when the
+    student asks for them with ``solution=True``, whatever the answer.
 
     Args:
         names: what each number is (``"df/dx"``), used in the feedback.
-        why: for each number, how it is derived; shown for the items that are wrong.
+        hints: for each number, a nudge towards deriving it; shown for the items that are wrong.
+        why: for each number, its derivation, naming it and ending in its value (``"df/dx = 2q·y = 4"``); together
+            the worked solution.
+        solution: show the worked solution instead of checking the answer.
+
+    Raises:
+        ValueError: if ``names``, ``hints``, ``why`` and ``expected`` differ in length.
     """
+    if not len(names) == len(hints) == len(why) == len(expected):
+        raise ValueError(f"one name, hint and derivation per expected number: {len(expected)} numbers, "
+                         f"{len(names)} names, {len(hints)} hints, {len(why)} derivations.")
+    if solution:
+        return worked_solution("; ".join(why) + ".")
     if answer is None:
         return NO_ANSWER
     got = np.atleast_1d(np.asarray(answer, dtype=float)) if _is_numeric(answer) else None
@@ -42,7 +73,11 @@ def check_numbers(answer: float | Sequence[float] | None, expected: Sequence[flo
     wrong = [i for i, ok in enumerate(close) if not ok]
     if not wrong:
         return CheckResult(True, "; ".join(f"{n} = {_fmt(e)}" for n, e in zip(names, expected, strict=True)) + ".")
-    return CheckResult(False, " ".join(f"{names[i]}: you have {_fmt(got[i])}, but {why[i]}." for i in wrong))
+    return not_yet(" ".join(_sentence(f"{names[i]}: you have {_fmt(got[i])}; hint: {hints[i]}") for i in wrong))
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "?", "!")) else text + "."
 
 
 def _is_numeric(answer: object) -> bool:

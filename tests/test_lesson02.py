@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.checks import NO_ANSWER
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson02
 from course_utils.lessons.lesson02 import (
     check_problem,
@@ -105,6 +105,25 @@ def test_rmsprop_check_right_wrong_and_none():
     assert "plain RMSprop" in repr(lesson02.check_rmsprop_momentum(rmsprop))
     verdict = lesson02.check_rmsprop_momentum(sgd)
     assert not verdict and "differ from torch.optim.RMSprop's" in repr(verdict) and "after step 1" in repr(verdict)
+    assert "section 3's RMSprop" in repr(verdict) and repr(verdict).endswith(ASK_FOR_SOLUTION)
+    assert "(1 - gamma)" not in repr(verdict)  # the worked solution stays hidden
+
+
+def test_rmsprop_check_shows_the_solution_only_when_asked():
+    for answer in (None, sgd, rmsprop_momentum):
+        shown = lesson02.check_rmsprop_momentum(answer, solution=True)
+        assert not shown and shown.is_solution and repr(shown).startswith("📖 Solution: ")
+        assert "(1 - gamma) * g * g" in repr(shown) and "p -= lr * state[\"b\"]" in repr(shown)
+
+
+def test_rmsprop_solution_passes_its_own_check():
+    def from_the_solution(p, g, state, t, lr=0.01, gamma=0.9, eps=1e-8, mu=0.9):
+        state["E_g2"] = gamma * state.get("E_g2", 0) + (1 - gamma) * g * g
+        state["b"] = mu * state.get("b", 0) + g / (state["E_g2"].sqrt() + eps)
+        p -= lr * state["b"]
+
+    assert "state.get(\"E_g2\", 0) + (1 - gamma) * g * g" in lesson02.RMSPROP_SOLUTION
+    assert lesson02.check_rmsprop_momentum(from_the_solution)
 
 
 def test_rmsprop_check_names_typical_mistakes():
@@ -118,8 +137,16 @@ def test_rmsprop_check_names_typical_mistakes():
         state["b"] = mu * state.get("b", 0.0) + g / (state["E_g2"].sqrt() + eps)
         p -= lr * state["b"]
 
-    assert "inside the square root" in repr(lesson02.check_rmsprop_momentum(eps_inside))
-    assert "(1 − γ)" in repr(lesson02.check_rmsprop_momentum(no_one_minus))
+    def no_sqrt(p, g, state, t, lr=0.01, gamma=0.9, eps=1e-8, mu=0.9):
+        state["E_g2"] = gamma * state.get("E_g2", 0.0) + (1 - gamma) * g * g
+        state["b"] = mu * state.get("b", 0.0) + g / (state["E_g2"] + eps)
+        p -= lr * state["b"]
+
+    for rule, hint in ((eps_inside, "inside the square root"), (no_one_minus, "adds the whole g²"),
+                       (no_sqrt, "root mean square"), (rmsprop, "plain RMSprop")):
+        verdict = lesson02.check_rmsprop_momentum(rule)
+        assert not verdict and hint in repr(verdict) and repr(verdict).endswith(ASK_FOR_SOLUTION)
+        assert "√E[g²] + ε" not in repr(verdict)  # names the mistake, not the corrected formula
 
 
 def test_rmsprop_check_explains_non_functions_errors_and_rebinding():
@@ -139,14 +166,24 @@ def test_divergence_threshold():
     assert lesson02.check_divergence_threshold(None) is NO_ANSWER
     assert lesson02.check_divergence_threshold(0.2)
     verdict = lesson02.check_divergence_threshold(2.0)  # 2/λ_min: the wrong eigenvalue
-    assert not verdict and "2/λ_max = 0.2" in repr(verdict)
+    assert not verdict and "α_max: you have 2; hint: section 2" in repr(verdict)
+    assert "which eigenvalue sets the limit?" in repr(verdict) and repr(verdict).endswith(ASK_FOR_SOLUTION)
+    assert "2/λ_max" not in repr(verdict) and "0.2" not in repr(verdict)
+    for answer in (None, 2.0, 0.2):
+        shown = lesson02.check_divergence_threshold(answer, solution=True)
+        assert shown.is_solution and "eigenvalues 1 and 10" in repr(shown) and "2/λ_max = 0.2." in repr(shown)
 
 
 def test_adam_first_step():
     assert lesson02.check_adam_first_step(None) is NO_ANSWER
     assert lesson02.check_adam_first_step((0.001, 0.00316))
     verdict = lesson02.check_adam_first_step((0.001, 0.001))
-    assert not verdict and "without" in repr(verdict) and "with bias correction:" not in repr(verdict)
+    assert not verdict and "without: you have 0.001; hint: the same first step" in repr(verdict)
+    assert "with bias correction:" not in repr(verdict)  # only the wrong item gets a hint
+    assert "0.00316" not in repr(verdict) and "√(1 − β₂)·|g|" not in repr(verdict)
+    shown = lesson02.check_adam_first_step(None, solution=True)
+    assert shown.is_solution and "m̂ = m/(1 − β₁) = g" in repr(shown) and "√(1 − β₂)·|g| = 0.0158114" in repr(shown)
+    assert "α·m/(√v + ε) = 0.00316" in repr(shown)
 
 
 # --- training several copies side by side ------------------------------------------------------------

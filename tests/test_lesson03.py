@@ -19,6 +19,7 @@ from PIL import Image
 from torch.utils import data
 
 from conftest import REPO, load_notebook, source
+from course_utils.checks import ASK_FOR_SOLUTION
 from course_utils.lessons import lesson03
 
 NOTEBOOK = REPO / "notebooks" / "03_multiprocessing.ipynb"
@@ -234,15 +235,25 @@ def test_check_ideal_batch_time():
     assert lesson03.check_ideal_batch_time(10)
     assert lesson03.check_ideal_batch_time(10.0, latency_ms=5, batch_size=8, workers=4)
     wrong = lesson03.check_ideal_batch_time(40)
-    assert not wrong and "t0 / 4" in wrong.message
+    assert not wrong and "you have 40; hint: start from the time t0" in wrong.message and "section 7" in wrong.message
+    assert "t0 / 4" not in wrong.message and wrong.message.endswith(ASK_FOR_SOLUTION)  # the derivation stays hidden
     assert not lesson03.check_ideal_batch_time(None)
+    for answer in (None, 40, 10):
+        shown = lesson03.check_ideal_batch_time(answer, solution=True)
+        assert shown.is_solution and "t0 = 8 × 5 ms = 40 ms" in shown.message and "t0 / 4" in shown.message
+        assert shown.message.endswith("is 10 ms.")
     assert lesson03.check_ideal_batch_time(5, latency_ms=5, batch_size=8, workers=8)
 
 
 def test_check_weighted_draw():
     assert lesson03.check_weighted_draw(0.25)
-    assert not lesson03.check_weighted_draw(0.5)
-    assert not lesson03.check_weighted_draw(0.1)
+    for wrong in (0.5, 0.1):  # 1/n_c weights (balanced), the raw frequency
+        verdict = lesson03.check_weighted_draw(wrong)
+        assert not verdict and "hint: a WeightedRandomSampler draws each class" in verdict.message
+        assert "section 6" in verdict.message and "sqrt(100)" not in verdict.message and "0.25" not in verdict.message
+    shown = lesson03.check_weighted_draw(0.5, solution=True)
+    assert shown.is_solution and "sqrt(100) / (sqrt(900) + sqrt(100))" in shown.message
+    assert shown.message.endswith("P(minority class) = 0.25.")
     assert not lesson03.check_weighted_draw(None)
     assert not lesson03.check_weighted_draw("a quarter")
     assert lesson03.check_weighted_draw(0.5, counts=(400, 400))
@@ -253,7 +264,12 @@ def test_check_start_method():
     assert lesson03.check_start_method("spawn")
     assert lesson03.check_start_method(" Forkserver ")
     fork = lesson03.check_start_method("fork")
-    assert not fork and "CUDA" in fork.message
+    assert not fork and "section 2's table" in fork.message and fork.message.endswith(ASK_FOR_SOLUTION)
+    assert "spawn" not in fork.message and "Cannot re-initialize" not in fork.message  # the answer stays hidden
+    for answer in (None, "fork", "spawn"):
+        shown = lesson03.check_start_method(answer, solution=True)
+        assert not shown and shown.is_solution and repr(shown).startswith("📖 Solution: \"spawn\" or \"forkserver\"")
+        assert "Cannot re-initialize CUDA in forked subprocess" in shown.message
     assert "not a start method" in lesson03.check_start_method("threads").message
     assert not lesson03.check_start_method(None)
     assert not lesson03.check_start_method(3)  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ import pytest
 import course_utils  # noqa: F401  (first: fixes the torch/TensorFlow import order)
 import tensorboard_server
 from conftest import REPO
-from course_utils.checks import NO_ANSWER
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson04
 
 matplotlib.use("Agg")
@@ -32,20 +32,31 @@ def test_parameter_count_right_and_wrong():
     by_hand = (6 * 1 * 25 + 6) + (12 * 6 * 25 + 12) + (192 * 120 + 120) + (120 * 60 + 60) + (60 * 10 + 10)
     assert lesson04.check_parameter_count(by_hand)
     verdict = lesson04.check_parameter_count(by_hand - 10)  # forgot the output biases
-    assert not verdict and "12·4·4 = 192" in repr(verdict) and str(by_hand) in repr(verdict)
+    assert not verdict and "did you count the biases of every layer" in repr(verdict)
+    assert "12·4·4 = 192" not in repr(verdict) and str(by_hand) not in repr(verdict)  # the solution stays hidden
+    assert repr(verdict).endswith(ASK_FOR_SOLUTION)
+    for answer in (None, by_hand - 10, by_hand):
+        shown = lesson04.check_parameter_count(answer, solution=True)
+        assert shown.is_solution and "12·4·4 = 192" in repr(shown) and f"= {by_hand} parameters." in repr(shown)
 
 
 def test_steps_per_epoch_right_and_wrong():
     assert lesson04.check_steps_per_epoch([6000, 600, 60])
     verdict = lesson04.check_steps_per_epoch([6000, 600, 6])
-    assert not verdict and "ceil(60000 / 1000) = 60" in repr(verdict) and "batch size 10:" not in repr(verdict)
+    assert not verdict and "batch size 1000: you have 6; hint: the optimizer steps once per batch" in repr(verdict)
+    assert "batch size 10:" not in repr(verdict) and "ceil(" not in repr(verdict)
+    shown = lesson04.check_steps_per_epoch([6000, 600, 6], solution=True)
+    assert shown.is_solution and "ceil(60000 / 1000) = 60." in repr(shown) and "ceil(60000 / 10) = 6000" in repr(shown)
     assert "expected 3 number(s)" in repr(lesson04.check_steps_per_epoch(6000))
 
 
 def test_random_search_trials_right_and_wrong():
     assert lesson04.check_random_search_trials(59)
     verdict = lesson04.check_random_search_trials(20)
-    assert not verdict and "0.95ⁿ" in repr(verdict)
+    assert not verdict and "misses the best 5 %" in repr(verdict) and "average wait" in repr(verdict)
+    assert "0.95ⁿ" not in repr(verdict) and "59" not in repr(verdict)
+    shown = lesson04.check_random_search_trials(None, solution=True)
+    assert shown.is_solution and "0.95ⁿ" in repr(shown) and "n = 59" in repr(shown)
 
 
 @pytest.mark.parametrize(("top", "confidence"), [(0.05, 0.95), (0.01, 0.5), (0.1, 0.99), (0.5, 0.75)])

@@ -1,29 +1,48 @@
-"""Lesson 05: the exercise checks, and the Slurm batch script shipped beside the notebook."""
+"""Lesson 05: the collectives and the ring all-reduce, the exercise checks, and the Slurm batch script."""
 
 from __future__ import annotations
 
 import re
 import shlex
 
+import numpy as np
 import pytest
 
 from conftest import REPO
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson05
 
 NOTEBOOK = REPO / "notebooks" / "05_distributed_pytorch.ipynb"
 SBATCH = REPO / "notebooks" / "05_slurm_ddp.sbatch"
 
 
-@pytest.mark.parametrize("check, right, wrong", [
-    (lesson05.check_bubble_fraction, 3 / 15, 3 / 12),                                # (p-1)/(m+p-1), not (p-1)/m
-    (lesson05.check_ring_allreduce_megabytes, 2 * 7 / 8 * 102.4, 102.4),             # 2(N-1)/N of 102.4 MB
-    (lesson05.check_ddp_bookkeeping, (8, 256, 7500, 235), (8, 256, 7500, 234)),      # ceil(7500/32) = 235
+@pytest.mark.parametrize("check, right, wrong, hint, derivation", [
+    # (p-1)/(m+p-1), not (p-1)/m
+    (lesson05.check_bubble_fraction, 3 / 15, 3 / 12, "section 5 derives the bubble", "3/15 = 0.2"),
+    # 2(N-1)/N of 102.4 MB
+    (lesson05.check_ring_allreduce_megabytes, 2 * 7 / 8 * 102.4, 102.4, "the all-gather that follows",
+     "2·(N - 1)/N · 102.4 MB = 179.2 MB"),
+    # ceil(7500/32) = 235
+    (lesson05.check_ddp_bookkeeping, (8, 256, 7500, 235), (8, 256, 7500, 234), "the last, smaller batch",
+     "ceil(7500 / 32) = 235"),
 ])
-def test_exercise_checks_right_wrong_and_none(check, right, wrong):
+def test_exercise_checks_hint_at_a_miss_and_show_the_solution_when_asked(check, right, wrong, hint, derivation):
     assert check(right).correct
     verdict = check(wrong)
-    assert not verdict.correct and "but" in verdict.message
-    assert not check(None).correct and "no answer" in repr(check(None))
+    assert not verdict.correct and not verdict.is_solution
+    assert hint in verdict.message and verdict.message.endswith(ASK_FOR_SOLUTION)
+    assert derivation not in repr(verdict)  # the miss gets a hint, never the worked solution
+    assert check(None) is NO_ANSWER and "no answer" in repr(check(None))
+    for answer in (None, wrong, right):
+        shown = check(answer, solution=True)
+        assert shown.is_solution and not shown.correct
+        assert repr(shown).startswith("📖 Solution: ") and derivation in repr(shown)
+
+
+def test_exercise_checks_hint_only_the_wrong_items():
+    verdict = lesson05.check_ddp_bookkeeping((4, 256, 7500, 235))
+    assert verdict.message.startswith("world size: you have 4; hint: DDP runs one process per GPU (section 6)")
+    assert "global batch" not in verdict.message and "2 × 4 = 8" not in verdict.message
 
 
 def test_exercise_checks_explain_malformed_answers():
@@ -81,3 +100,56 @@ def test_slurm_script_launches_the_notebook_script_with_torchrun_across_nodes():
     assert f"%%writefile {script}" in NOTEBOOK.read_text(), "the same training script the notebook writes"
     for option in ("--train-samples", "--epochs", "--out"):
         assert option in words[words.index(script):], f"{option} is a required argument of the script"
+
+
+INPUTS = [[(r + 1) * (c + 1) for c in range(4)] for r in range(4)]  # the lesson's: rank r holds (r + 1)·[1, 2, 3, 4]
+
+
+def test_collectives_leave_what_torch_distributed_documents():
+    held = {name: [list(v) for v in lesson05.collective(name, INPUTS)] for name in lesson05.COLLECTIVES}
+    assert held["broadcast"] == [[1, 2, 3, 4]] * 4
+    assert held["reduce"] == [[10, 20, 30, 40], [2, 4, 6, 8], [3, 6, 9, 12], [4, 8, 12, 16]]
+    assert held["all_reduce"] == [[10, 20, 30, 40]] * 4
+    assert held["reduce_scatter"] == [[10], [20], [30], [40]]
+    assert held["all_gather"] == [sum(INPUTS, [])] * 4
+    gathered = lesson05.collective("all_gather", lesson05.collective("reduce_scatter", INPUTS))
+    assert [list(v) for v in gathered] == held["all_reduce"]  # all-reduce = reduce-scatter, then all-gather
+    for bad, message in ((("gather", INPUTS), "unknown collective"), (("reduce", [[1, 2], [3]]), "same size"),
+                         (("reduce_scatter", [[1, 2, 3]] * 2), "2 equal chunks")):
+        with pytest.raises(ValueError, match=message):
+            lesson05.collective(*bad)
+    with pytest.raises(ValueError, match="root must be a rank"):
+        lesson05.collective("broadcast", INPUTS, root=4)
+
+
+@pytest.mark.parametrize("world", [2, 3, 4, 8])
+def test_a_ring_all_reduce_sums_and_each_rank_sends_2_n_minus_1_over_n(world):
+    inputs = np.random.default_rng(world).normal(size=(world, 3 * world))
+    trace = lesson05.ring_all_reduce(inputs)
+    for out in trace.outputs:
+        np.testing.assert_allclose(out, inputs.sum(axis=0))
+    assert trace.sent_elements == [2 * (world - 1) * 3] * world  # 2(N − 1) chunks of 3 elements: 2(N − 1)/N of 3N
+    assert len(trace.sends) == 2 * (world - 1) and trace.contributions[-1] == [[world] * world] * world
+    after_reduce_scatter = trace.contributions[world - 1]
+    assert all(after_reduce_scatter[r][(r + 1) % world] == world for r in range(world))  # one whole sum per rank
+
+
+def test_a_ring_needs_two_ranks_and_one_chunk_each():
+    with pytest.raises(ValueError, match="a ring needs 2 or more ranks"):
+        lesson05.ring_all_reduce([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="multiple of 2"):
+        lesson05.ring_all_reduce([[1.0, 2.0, 3.0]] * 2)
+
+
+def test_the_pictures_draw(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 5)
+    lesson05.draw_collectives(INPUTS, axes)
+    assert axes[1, 4].texts[0].get_text() == "10" and axes[0, 0].get_title() == "broadcast: before"
+    fig2, ax = plt.subplots()
+    lesson05.draw_ring_all_reduce(lesson05.ring_all_reduce(INPUTS), ax)
+    assert [t.get_text() for t in ax.get_yticklabels()][-1] == "after all-gather 3"
+    plt.close("all")

@@ -9,28 +9,39 @@ import sys
 
 import pytest
 
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson06
 
 
 def test_global_batch_check():
     assert lesson06.check_global_batch((256, 235))
     wrong = lesson06.check_global_batch((64, 938))
-    assert not wrong and "8 replicas" in wrong.message
-    assert not lesson06.check_global_batch(None)
+    assert not wrong and "section 2 relates the global batch" in wrong.message and "partial batch" in wrong.message
+    assert "8 replicas" not in wrong.message and wrong.message.endswith(ASK_FOR_SOLUTION)
+    assert lesson06.check_global_batch(None) is NO_ANSWER
+    for answer in (None, (64, 938), (256, 235)):
+        shown = lesson06.check_global_batch(answer, solution=True)
+        assert shown.is_solution and not shown and "8 replicas" in shown.message
+        assert shown.message.endswith("ceil(60000/256) = 235 (the last batch is partial).")
     assert lesson06.check_global_batch((64, 47), workers=1, gpus_per_worker=2, examples=3000)
 
 
 def test_two_head_parameter_check():
     assert lesson06.check_two_head_parameters(95_531)
-    wrong = lesson06.check_two_head_parameters(95_410)
-    assert not wrong and "784·120+120" in wrong.message
-    assert not lesson06.check_two_head_parameters(None)
+    wrong = lesson06.check_two_head_parameters(95_410)  # the second head left out
+    assert not wrong and "the second head" in wrong.message and "784·120+120" not in wrong.message
+    assert lesson06.check_two_head_parameters(None) is NO_ANSWER
+    shown = lesson06.check_two_head_parameters(None, solution=True)
+    assert shown.is_solution and "784·120+120 + 120·10+10 + 120·1+1 = 95531" in repr(shown)
 
 
 def test_sync_vs_async_check():
     assert lesson06.check_sync_vs_async((50, 125))
-    assert not lesson06.check_sync_vs_async((50, 50))
-    assert not lesson06.check_sync_vs_async(None)
+    wrong = lesson06.check_sync_vs_async((50, 50))
+    assert not wrong and wrong.message.startswith("asynchronous batches: you have 50; hint: asynchronously no worker")
+    assert "100 + 25 = 125" not in wrong.message and "lockstep" not in wrong.message  # only the wrong item
+    assert lesson06.check_sync_vs_async(None) is NO_ANSWER
+    assert "100 + 25 = 125" in lesson06.check_sync_vs_async((50, 50), solution=True).message
     assert lesson06.check_sync_vs_async((4, 4), step_seconds=(0.5, 0.5))
     with pytest.raises(ValueError):
         lesson06.check_sync_vs_async((1, 1), step_seconds=(0.0, 1.0))
@@ -111,7 +122,11 @@ def test_central_storage_memory_check():
     # central: a copy of the weights to compute with + full-size gradients = 2 GB per GPU.
     assert lesson06.check_central_storage_memory((4, 2), parameters=250_000_000, slots_per_weight=2)
     wrong = lesson06.check_central_storage_memory((4, 0.5), parameters=250_000_000, slots_per_weight=2)
-    assert not wrong and "not 1/8" in wrong.message and "8·2·1 = 16 GB" in wrong.message
+    assert not wrong and "Nothing is divided by the number of GPUs" in wrong.message
+    assert "not 1/8" not in wrong.message and "8·2·1 = 16 GB" not in wrong.message
+    shown = lesson06.check_central_storage_memory(None, parameters=250_000_000, slots_per_weight=2, solution=True)
+    assert shown.is_solution and "not 1/8" in shown.message and "8·2·1 = 16 GB" in shown.message
+    assert shown.message.endswith("2 GB.")
     # the premise of the old exercise (central storage divides the GPU memory by 8) is what the check rejects
     assert not lesson06.check_central_storage_memory((4, 0.375), parameters=250_000_000, slots_per_weight=2)
     # plain SGD (no slots): 1 + 1 = 2 GB either way

@@ -6,37 +6,55 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.checks import NO_ANSWER
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson07
 from course_utils.lessons.lesson07 import changed_module_types, type_name
 from course_utils.models import layer_costs, serialized_size
 
 # --- exercise checks ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("check", [lesson07.check_qparams, lesson07.check_int8_bytes,
-                                   lesson07.check_dynamic_converted])
+CHECKS = [lesson07.check_qparams, lesson07.check_int8_bytes, lesson07.check_dynamic_converted]
+
+
+@pytest.mark.parametrize("check", CHECKS)
 def test_no_answer_asks_for_one(check):
     assert check(None) is NO_ANSWER
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_solution_is_shown_only_when_asked(check):
+    shown = check(None, solution=True)
+    assert not shown and shown.is_solution and repr(shown).startswith("📖 Solution: ")
 
 
 def test_qparams_right_and_wrong():
     lo, hi = lesson07.RANGE
     assert lesson07.check_qparams((2 / 255, 64)) and lesson07.check_qparams(((hi - lo) / 255, 64))
     verdict = lesson07.check_qparams((2 / 255, 63))
-    assert not verdict and "zero_point: you have 63" in repr(verdict) and "scale:" not in repr(verdict)
-    assert "(x_max - x_min)" in repr(lesson07.check_qparams((1 / 255, 64)))
+    assert not verdict and "zero_point: you have 63; hint: section 2's z" in repr(verdict)
+    assert "scale:" not in repr(verdict) and "round(-0.5" not in repr(verdict) and ASK_FOR_SOLUTION in repr(verdict)
+    verdict = lesson07.check_qparams((1 / 255, 64))
+    assert "mind the sign of x_min" in repr(verdict) and "(x_max - x_min)" not in repr(verdict)
+    shown = repr(lesson07.check_qparams((2 / 255, 63), solution=True))
+    assert "(x_max - x_min) / (q_max - q_min)" in shown and "0 - round(-0.5 / 0.00784314) = 64" in shown
 
 
 def test_int8_bytes_counts_the_qparams():
     assert lesson07.check_int8_bytes((512 * 256 * 4, 512 * 256 + 256 * 8 + 256 * 8))
     verdict = lesson07.check_int8_bytes((512 * 256 * 4, 512 * 256))  # forgot scales and zero points
-    assert not verdict and "256 scales × 8 bytes" in repr(verdict)
+    assert not verdict and "a scale and a zero point per output row" in repr(verdict)
+    assert "fp32 bytes" not in repr(verdict) and "256 scales × 8 bytes" not in repr(verdict)
+    assert "256 scales × 8 bytes" in repr(lesson07.check_int8_bytes((512 * 256 * 4, 512 * 256), solution=True))
 
 
 def test_dynamic_converted_explains_the_convolutions():
     assert lesson07.check_dynamic_converted(2)
     verdict = lesson07.check_dynamic_converted(4)
-    assert not verdict and "Conv2d layers are not in quantize_dynamic's default mapping" in repr(verdict)
+    assert not verdict and "section 3 (ResNet-18)" in repr(verdict)
+    assert "Conv2d layers are not in quantize_dynamic's default mapping" not in repr(verdict)
+    shown = lesson07.check_dynamic_converted(None, solution=True)
+    assert "Conv2d layers are not in quantize_dynamic's default mapping" in repr(shown)
+    assert repr(shown).endswith(": 2 modules.")
 
 
 def test_checks_do_not_leak_warnings():

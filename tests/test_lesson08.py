@@ -7,32 +7,47 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from course_utils.checks import NO_ANSWER
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson08
 
+CHECKS = [lesson08.check_iterative_sparsity, lesson08.check_csr_break_even, lesson08.check_sliced_parameters]
 
-@pytest.mark.parametrize("check", [lesson08.check_iterative_sparsity, lesson08.check_csr_break_even,
-                                   lesson08.check_sliced_parameters])
+
+@pytest.mark.parametrize("check", CHECKS)
 def test_no_answer_asks_for_one(check):
     assert check(None) is NO_ANSWER
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_solution_is_shown_only_when_asked(check):
+    shown = check(None, solution=True)
+    assert not shown and shown.is_solution and repr(shown).startswith("📖 Solution: ")
 
 
 def test_iterative_sparsity_compounds():
     assert lesson08.check_iterative_sparsity(0.51)
     verdict = lesson08.check_iterative_sparsity(0.6)  # 0.3 + 0.3 of everything
-    assert not verdict and "still alive" in repr(verdict) and "0.51" in repr(verdict)
+    assert not verdict and "composes the two masks (section 4)" in repr(verdict) and ASK_FOR_SOLUTION in repr(verdict)
+    assert "still alive" not in repr(verdict) and "0.51" not in repr(verdict)
+    shown = lesson08.check_iterative_sparsity(0.6, solution=True)
+    assert "still alive" in repr(shown) and repr(shown).endswith("= 1 − 0.7² = 0.51.")
 
 
 def test_csr_break_even():
     assert lesson08.check_csr_break_even(15919)
     verdict = lesson08.check_csr_break_even(16000)  # one third of 48000, forgetting the row pointers
-    assert not verdict and "968" in repr(verdict) and "12 bytes per nonzero" in repr(verdict)
+    assert not verdict and "count the row pointers too" in repr(verdict)
+    assert "968" not in repr(verdict) and "12 bytes per nonzero" not in repr(verdict)
+    shown = repr(lesson08.check_csr_break_even(None, solution=True))
+    assert "968" in shown and "12 bytes per nonzero" in shown and shown.endswith("the largest nnz is 15919.")
 
 
 def test_sliced_parameters():
     assert lesson08.check_sliced_parameters((30, 448))
     verdict = lesson08.check_sliced_parameters((30, 880))  # conv2 left untouched
-    assert not verdict and "only 3 input channels" in repr(verdict) and "conv1 parameters" not in repr(verdict)
+    assert not verdict and "section 8.3 says what conv2 loses" in repr(verdict)
+    assert "conv1 parameters" not in repr(verdict) and "only 3 input channels" not in repr(verdict)
+    assert "only 3 input channels" in repr(lesson08.check_sliced_parameters((30, 880), solution=True))
     assert "expected 2 number(s)" in repr(lesson08.check_sliced_parameters(30))
 
 

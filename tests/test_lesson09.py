@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.checks import NO_ANSWER
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson09
 from course_utils.lessons.lesson09 import fast_low_precision_dtype, peak_memory_bytes
 
@@ -85,7 +85,12 @@ def test_loss_scale_check():
     assert lesson09.check_loss_scale(None, gradient=1e-9) is NO_ANSWER
     assert lesson09.check_loss_scale(32, gradient=1e-9)
     verdict = lesson09.check_loss_scale(16, gradient=1e-9)
-    assert not verdict and "half of that" in repr(verdict)
+    assert not verdict and "the threshold is not the subnormal itself" in repr(verdict)
+    assert "half of that" not in repr(verdict) and "S = 32" not in repr(verdict) and ASK_FOR_SOLUTION in repr(verdict)
+    for answer in (None, 16, 32):
+        shown = lesson09.check_loss_scale(answer, gradient=1e-9, solution=True)
+        assert not shown and shown.is_solution and "half of that" in repr(shown)
+        assert repr(shown).endswith("first does so at S = 32.")
     with pytest.raises(ValueError):
         lesson09.smallest_fp16_loss_scale(2.0)
 
@@ -101,5 +106,11 @@ def test_scaler_schedule_check():
     assert lesson09.check_scaler_schedule(None, **SCHEDULE, inf_steps=(2, 3)) is NO_ANSWER
     assert lesson09.check_scaler_schedule((4096, 2), **SCHEDULE, inf_steps=(2, 3))
     verdict = lesson09.check_scaler_schedule((1024, 2), **SCHEDULE, inf_steps=(2, 3))
-    assert not verdict and "halves the scale" in repr(verdict)
-    assert not lesson09.check_scaler_schedule((4096, 0), **SCHEDULE, inf_steps=(2, 3))
+    assert not verdict and "final scale: you have 1024; hint: follow the scale step by step" in repr(verdict)
+    assert "skipped steps" not in repr(verdict) and "halves the scale" not in repr(verdict)
+    verdict = lesson09.check_scaler_schedule((4096, 0), **SCHEDULE, inf_steps=(2, 3))
+    assert not verdict and "which steps scaler.step(optimizer) skips" in repr(verdict)
+    shown = lesson09.check_scaler_schedule(None, **SCHEDULE, inf_steps=(2, 3), solution=True)
+    assert shown.is_solution and "halves the scale" in repr(shown)
+    assert "it is 1024, 2048, 1024, 512, 512, 1024, 1024, 2048, 2048, 4096, so it ends at 4096" in repr(shown)
+    assert repr(shown).endswith("the others update the weight: 2.")

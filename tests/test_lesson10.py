@@ -13,7 +13,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule,
 
 import course_utils as cu  # noqa: F401  (first: fixes the torch/TensorFlow import order)
 import tensorboard_server as tb
-from course_utils.checks import NO_ANSWER
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson10
 
 matplotlib.use("Agg")
@@ -31,7 +31,14 @@ def test_schedule_check():
     # (repeat=2), each records its last 3 steps and hands them over once; steps 13-19 are not profiled.
     assert lesson10.check_schedule((6, 2), wait=1, warmup=2, active=3, repeat=2, skip_first=1, steps=20)
     verdict = lesson10.check_schedule((9, 3), wait=1, warmup=2, active=3, repeat=2, skip_first=1, steps=20)
-    assert not verdict and "repeat=2" in repr(verdict)
+    assert not verdict and "the warm-up steps are traced but thrown away" in repr(verdict)  # the hints
+    assert "how many cycles run?" in repr(verdict) and repr(verdict).endswith(ASK_FOR_SOLUTION)
+    assert "2 × 3 = 6" not in repr(verdict)  # the derivation stays hidden at a miss ...
+    for answer in (None, (9, 3), (6, 2)):  # ... and is shown when asked for, whatever the answer
+        shown = lesson10.check_schedule(answer, wait=1, warmup=2, active=3, repeat=2, skip_first=1, steps=20,
+                                        solution=True)
+        assert shown.is_solution and "2 cycle(s) run (repeat=2): 2 × 3 = 6" in repr(shown)
+        assert "on_trace_ready is called once at the end of each cycle's active steps: 2 time(s)" in repr(shown)
     # repeat=1: one cycle, steps 1-6, records steps 4-6.
     assert lesson10.check_schedule((3, 1), wait=1, warmup=2, active=3, repeat=1, skip_first=1, steps=20)
 
@@ -43,7 +50,10 @@ def test_linear_intensity():
     assert lesson10.check_linear_intensity(24.0, batch=64, features_in=784, features_out=256)  # within 1%
     verdict = lesson10.check_linear_intensity(2 * 64 * 784 * 256 / (4 * 64 * 784), batch=64, features_in=784,
                                               features_out=256)  # counted only the input's bytes
-    assert not verdict and "1,070,080 bytes" in repr(verdict)
+    assert not verdict and "did you count the bytes of all four tensors x, W, b and y?" in repr(verdict)
+    assert "1,070,080" not in repr(verdict)
+    shown = lesson10.check_linear_intensity(None, batch=64, features_in=784, features_out=256, solution=True)
+    assert shown.is_solution and "= 1,070,080 bytes" in repr(shown) and repr(shown).endswith("= 24 FLOP/byte.")
 
 
 # ----------------------------------------------------------------------------- traces and plots

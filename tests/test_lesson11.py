@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import course_utils  # noqa: F401  (first: fixes the torch/TensorFlow import order)
-from course_utils.checks import NO_ANSWER
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson11
 
 
@@ -30,7 +30,13 @@ def test_graph_breaks_are_counted_silently(capsys):
     assert lesson11.graphs_and_breaks(no_break, torch.ones(3)) == (1, 0)
     assert lesson11.check_graph_breaks((2, 1), one_break, torch.ones(3))
     verdict = lesson11.check_graph_breaks((1, 0), one_break, torch.ones(3))
-    assert not verdict and "2 graph(s)" in repr(verdict)
+    assert not verdict and "count the breaks first (section 2)" in repr(verdict)  # the hints
+    assert "Dynamo cannot trace: a side effect such as print" in repr(verdict)
+    assert "explain counts" not in repr(verdict) and repr(verdict).endswith(ASK_FOR_SOLUTION)
+    for answer in (None, (1, 0)):
+        shown = lesson11.check_graph_breaks(answer, one_break, torch.ones(3), solution=True)
+        assert shown.is_solution and "explain counts 2 graph(s)" in repr(shown)
+        assert "explain counts 1 break(s)" in repr(shown)
     assert "a side effect" not in capsys.readouterr().out  # the check does not print the function's output
 
 
@@ -41,7 +47,14 @@ def test_recompilations():
     assert lesson11.compilations([(8, 4), (8, 4), (16, 4), (8, 4), (32, 4)], dynamic=None) == 2
     assert lesson11.compilations([(8, 4), (16, 4)], dynamic=True) == 1
     assert lesson11.check_recompilations(3, shapes=[(8, 4), (8, 4), (16, 4), (8, 4), (32, 4)], dynamic=False)
-    assert not lesson11.check_recompilations(5, shapes=[(8, 4), (8, 4), (16, 4), (8, 4), (32, 4)], dynamic=False)
+    verdict = lesson11.check_recompilations(5, shapes=[(8, 4), (8, 4), (16, 4), (8, 4), (32, 4)], dynamic=False)
+    assert not verdict and "Did you count a shape seen before as a new compilation?" in repr(verdict)
+    assert "distinct" not in repr(verdict)
+    shown = lesson11.check_recompilations(None, shapes=[(8, 4), (8, 4), (16, 4), (8, 4), (32, 4)], dynamic=False,
+                                          solution=True)
+    assert shown.is_solution and "3 distinct shape(s), (8, 4), (16, 4), (32, 4): 3 compilation(s)" in repr(shown)
+    shown = lesson11.check_recompilations(None, shapes=[(8, 4), (16, 4), (32, 4)], dynamic=None, solution=True)
+    assert "recompiles once with that size symbolic" in repr(shown) and "2 compilation(s)" in repr(shown)
 
 
 def test_break_even():
@@ -50,7 +63,11 @@ def test_break_even():
     assert lesson11.break_even_calls(1, 0.5, 0.2) == 4
     assert lesson11.break_even_calls(1, 0.2, 0.3) is None  # slower when compiled: never pays off
     assert lesson11.check_break_even(10_000, compile_seconds=20, eager_seconds=0.005, compiled_seconds=0.003)
-    assert not lesson11.check_break_even(4_000, compile_seconds=20, eager_seconds=0.005, compiled_seconds=0.003)
+    verdict = lesson11.check_break_even(4_000, compile_seconds=20, eager_seconds=0.005, compiled_seconds=0.003)
+    assert not verdict and "same unit (ms against s)" in repr(verdict) and "10,000" not in repr(verdict)
+    shown = lesson11.check_break_even(4_000, compile_seconds=20, eager_seconds=0.005, compiled_seconds=0.003,
+                                      solution=True)
+    assert shown.is_solution and "⌈20 / 0.002⌉ = 10,000 calls" in repr(shown)
     with pytest.raises(ValueError):
         lesson11.break_even_calls(1, 0, 0.1)
     with pytest.raises(ValueError, match="faster"):
@@ -87,4 +104,7 @@ def test_check_page_faults():
     assert lesson11.check_page_faults(49_152, chain, shape=(16384, 1024), page_size=4096)
     assert lesson11.check_page_faults(49_155, chain, shape=(16384, 1024), page_size=4096)  # + malloc's header pages
     verdict = lesson11.check_page_faults(16_384, chain, shape=(16384, 1024), page_size=4096)
-    assert not verdict and "3 tensor(s) of 32 MiB or more" in repr(verdict) and "49,152" in repr(verdict)
+    assert not verdict and "count the pages of 4,096 B that each spans" in repr(verdict)  # the hint
+    assert "3 tensor(s) of 32 MiB or more" not in repr(verdict) and "49,152" not in repr(verdict)
+    shown = lesson11.check_page_faults(None, chain, shape=(16384, 1024), page_size=4096, solution=True)
+    assert shown.is_solution and "3 tensor(s) of 32 MiB or more" in repr(shown) and "49,152" in repr(shown)

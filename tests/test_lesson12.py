@@ -1,11 +1,13 @@
-"""Lesson 12: the exercise checks (ZeRO memory, accumulation and all-reduces, FSDP's shard rows)."""
+"""Lesson 12: the exercise checks (ZeRO memory, accumulation and all-reduces, FSDP's shard rows) and the pictures."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 import pytest
 import torch
 
-from course_utils.checks import NO_ANSWER
+from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson12
 
 
@@ -20,12 +22,21 @@ def test_zero_memory_matches_the_paper_and_the_exercise():
     assert lesson12.check_zero_memory([120, 31.4, 16.6, 1.88], parameters=7.5e9, ranks=64)
     assert lesson12.check_zero_memory([24, 8.25, 5.625, 3])  # 1.5 B on 8 GPUs
     verdict = lesson12.check_zero_memory([24, 8.25, 5.625, 24])
-    assert not verdict and "ZeRO-3" in repr(verdict) and "/ 8" in repr(verdict)
+    assert not verdict and "ZeRO-3: you have 24; hint: ZeRO-3 splits the weights too" in repr(verdict)
+    assert "ZeRO-1" not in repr(verdict) and "/ 8" not in repr(verdict)  # only the wrong item; no derivation
+    assert repr(verdict).endswith(ASK_FOR_SOLUTION)
+    for answer in (None, [24, 8.25, 5.625, 24], [24, 8.25, 5.625, 3]):
+        shown = lesson12.check_zero_memory(answer, solution=True)
+        assert shown.is_solution and "ZeRO-3: and the weights: (2 + 2 + 12) × 1.5 / 8 = 3 GB" in repr(shown)
 
 
 def test_accumulation():
     assert lesson12.check_accumulation([8, 8, 1])
-    assert not lesson12.check_accumulation([8, 8, 8])
+    verdict = lesson12.check_accumulation([8, 8, 8])
+    assert not verdict and "no_sync is on for every micro-step but the last" in repr(verdict)
+    assert "micro-steps: you have" not in repr(verdict) and "accumulate locally" not in repr(verdict)
+    shown = lesson12.check_accumulation(None, solution=True)
+    assert shown.is_solution and "512 / 64 = 8" in repr(shown) and "all-reduces their sum: 1" in repr(shown)
     assert lesson12.check_accumulation([2, 2, 1], global_batch=64, micro_batch=16, ranks=2)
     with pytest.raises(ValueError, match="multiple"):
         lesson12.check_accumulation([1, 1, 1], global_batch=100, micro_batch=16, ranks=4)
@@ -38,7 +49,13 @@ def test_shard_rows_follow_torch_chunk():
     assert lesson12.check_shard_rows([38, 34])
     verdict = lesson12.check_shard_rows([2, 0], rows=10, ranks=8)
     assert verdict and not lesson12.check_shard_rows([2, 2], rows=10, ranks=8)
-    assert "holds none" in repr(lesson12.check_shard_rows([2, 2], rows=10, ranks=8))
+    verdict = lesson12.check_shard_rows([2, 2], rows=10, ranks=8)
+    assert "what is left for rank 7?" in repr(verdict) and "holds none" not in repr(verdict)
+    assert "holds none" in repr(lesson12.check_shard_rows([2, 2], rows=10, ranks=8, solution=True))
+    verdict = lesson12.check_shard_rows([37, 34])
+    assert "how large does torch.chunk make its chunks" in repr(verdict) and "ceil(" not in repr(verdict)
+    shown = lesson12.check_shard_rows(None, solution=True)
+    assert shown.is_solution and "ceil(300 / 8) = 38" in repr(shown) and "300 - 7 × 38 = 34 rows" in repr(shown)
     with pytest.raises(ValueError):
         lesson12.shard_rows(0, 2)
 
@@ -76,3 +93,39 @@ def test_count_ops_counts_what_runs():
     with lesson12.count_ops() as ops:
         (x * 2).relu().sum().backward()
     assert ops["mul"] >= 1 and ops["relu"] == 1 and ops["sum"] == 1 and ops["threshold_backward"] == 1
+
+
+def test_zero_stages_divide_what_they_shard():
+    held = [lesson12.zero_bytes_per_parameter(stage, 4) for stage in range(4)]
+    assert [sum(h.values()) for h in held] == [16, 7, 5.5, 4]  # (2 + 2 + K), then K, K + 2, K + 4 split by 4
+    assert held[2] == {"weights": 2, "gradients": 0.5, "optimizer state": 3}
+    with pytest.raises(ValueError, match="stage is 0"):
+        lesson12.zero_bytes_per_parameter(4, 4)
+
+
+@pytest.mark.parametrize(("reshard", "gathers"), [(True, 8), (None, 7), (False, 4)])
+def test_the_fsdp_schedule_has_the_collectives_the_script_counts(reshard, gathers):
+    schedule = lesson12.fsdp_schedule(3, reshard)
+    counts = Counter(event for _, event in schedule)
+    assert (counts["all-gather"], counts["reduce-scatter"]) == (gathers, 4)  # the lesson's 3 blocks + root, measured
+    assert counts["forward"] == counts["backward"] == 4 and counts["free"] == gathers - 4
+    for unit in ("block 1", "root"):  # a unit is gathered before it computes, and reduce-scattered after its backward
+        events = [event for u, event in schedule if u == unit]
+        assert events[0] == "all-gather" and events[-1] == "reduce-scatter"
+    with pytest.raises(ValueError, match="at least 1"):
+        lesson12.fsdp_schedule(0, True)
+
+
+def test_the_pictures_draw():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson12.draw_zero_stages(ax)
+    assert [t.get_text() for t in ax.texts] == [f"{b:g} B on each rank" for b in (16, 7, 5.5, 4)]
+    fig, ax = plt.subplots()
+    lesson12.draw_fsdp_schedule(lesson12.fsdp_schedule(3, True), ax, "ZeRO-3")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["block 1", "block 2", "block 3", "root"]
+    assert sum(t.get_text() == "AG" for t in ax.texts) == 8
+    plt.close("all")

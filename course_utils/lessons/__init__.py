@@ -69,6 +69,7 @@ class Lesson:
     branches: tuple[Branch, ...] = ()  # what depends on the machine, for the doctor
     needs: tuple[str, ...] = ()  # requirements (keys of REQUIREMENTS) without which the lesson cannot run
     full_scale: str = ""  # what the full profile runs that the quick one does not, and why (README)
+    teaches: tuple[str, ...] = ()  # the terms a sentence refers to this lesson for (tests/test_cross_references.py)
 
     def __post_init__(self) -> None:
         unknown = [need for need in self.needs if need not in REQUIREMENTS]
@@ -119,6 +120,7 @@ LESSONS: tuple[Lesson, ...] = (
            "products, a sigmoid neuron's gradient, XOR",
            "optional: adds a GPU matmul timing", packages=("tensorflow",),
            branches=(Branch("cuda", "adds a matmul timing on the GPU", "GPU matmul timing skipped"),),
+           teaches=("autograd", "vector–Jacobian"),
            full_scale=("the matmul timing at n = 2,048 instead of 512, 20 timed repeats instead of 5 (steadier "
                        "medians)")),
     Lesson("02", "optimizers", "Optimizers",
@@ -127,6 +129,7 @@ LESSONS: tuple[Lesson, ...] = (
            "lecture's MNIST comparison at its scale (full profile) and why SGD starts slowly, `foreach`/`fused` steps",
            "optional: times the optimizer step on the GPU", datasets=("mnist",), packages=("tensorflow", "keras"),
            branches=(Branch("cuda", "Adam step timings on the GPU too", "Adam step timings on the CPU only"),),
+           teaches=("optimizers", "momentum"),
            full_scale=("the lecture's own comparison at its scale: 3 networks × 7 optimizers, 20,000 iterations of "
                        "batch 128 on all 60,000 MNIST images (≈ 42.7 epochs; quick: 500 iterations on 6,000). The 7 "
                        "optimizers of a network train side by side in one forward and backward, which keeps the "
@@ -141,6 +144,7 @@ LESSONS: tuple[Lesson, ...] = (
                                                                      "checked"),
                      Branch("cuda", "times pin_memory copies to the GPU and shows the pin-memory thread",
                             "pin_memory timing and thread skipped")),
+           teaches=("DataLoader", "GIL", "multiprocessing", "start method"),
            full_scale=("longer measurements, same experiments: 3 M loop iterations per task instead of 400 k, 64 "
                        "MiB shared tensors instead of 16, the worker experiment with 64 batches at 20 ms an item "
                        "instead of 16 at 5 ms, 30 training batches instead of 12, 512 MiB and 20,000 random reads "
@@ -152,6 +156,7 @@ LESSONS: tuple[Lesson, ...] = (
            datasets=("fashion_mnist",),
            packages=("tensorflow", "keras", "tensorboard"),
            branches=(Branch("cuda", "the sweep trains on the GPU", "the sweep trains on the CPU"),),
+           teaches=("TensorBoard", "sweep"),
            full_scale=("the sweep: 12 runs (batch 10, 100 and 1,000; quick: 8, without 1,000) of 5 epochs on all "
                        "60,000 Fashion-MNIST images (quick: 2 epochs on 6,000); the SGD / SGD-momentum / Adam check "
                        "for one epoch of all 60,000 images at batch 100 and 10 (600 and 6,000 steps; quick: 6,000 "
@@ -168,6 +173,8 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("nccl_4_gpus", "DDP + model parallel with NCCL on 4 GPUs",
                             "DDP + model parallel with gloo on CPU processes")),
            needs=("gloo",),
+           teaches=("DDP", "DistributedDataParallel", "DataParallel", "torchrun", "all-reduce", "Gloo", "GPipe",
+                    "model parallel"),
            full_scale=("DDP trains on all 60,000 MNIST images for 10 epochs (quick: 6,000 for 2); the DDP "
                        "throughput benchmark times 40 steps instead of 10")),
     Lesson("06", "tf_distribute", "tf.distribute and the Keras functional API",
@@ -181,6 +188,7 @@ LESSONS: tuple[Lesson, ...] = (
                             "MirroredStrategy on 2 logical CPU devices (CollectiveAllReduce with RING; NcclAllReduce "
                             "has no kernel)"),
                      Branch("tpu", "TPUStrategy on the TPU", "TPUStrategy skipped (detected, explained)")),
+           teaches=("tf.distribute", "MirroredStrategy", "functional API"),
            full_scale=("every strategy trains on all 60,000 MNIST images for 10 epochs (quick: 6,000 for 2)")),
     Lesson("07", "quantization", "Quantization",
            "affine int8 by hand, dynamic and static PTQ, QAT (on the course's CNN and torchvision's quantizable "
@@ -190,6 +198,7 @@ LESSONS: tuple[Lesson, ...] = (
            branches=(Branch("x86_int8", "int8 on the x86 engine: its speedups are checked",
                             "int8 on another engine: speedups reported, not checked"),),
            needs=("int8_engine",),
+           teaches=("quantization", "quantize"),
            full_scale=("the fp32 model trains on all 60,000 Fashion-MNIST images for 10 epochs (quick: 6,000 for "
                        "2), QAT fine-tunes 3 epochs on half of them (quick: 1), latencies take 81 repeats instead "
                        "of 21 (ResNet-18's 11 instead of 5)")),
@@ -197,6 +206,7 @@ LESSONS: tuple[Lesson, ...] = (
            "unstructured, structured and global pruning, masks and hooks, iterative pruning with fine-tuning, what "
            "sparsity buys in size and latency", "optional: adds GPU latencies", datasets=("fashion_mnist",),
            branches=(Branch("cuda", "latencies on the GPU too", "latencies on the CPU only"),),
+           teaches=("pruning", "sparsity"),
            full_scale=("the dense model trains on all 60,000 Fashion-MNIST images for 10 epochs (quick: 6,000 for "
                        "2), each pruning step fine-tunes a whole epoch (quick: half), latencies take 80 repeats "
                        "instead of 20")),
@@ -208,6 +218,7 @@ LESSONS: tuple[Lesson, ...] = (
                      Branch("native_bf16", "bf16 autocast on the CPU with native kernels: the mixed run trains all "
                                            "epochs", "bf16 autocast on the CPU is emulated (slower than fp32): the "
                                                      "mixed run is kept to one epoch")),
+           teaches=("mixed precision", "autocast", "loss scaling"),
            full_scale=("fp32 and mixed-precision runs on all 60,000 Fashion-MNIST images for 10 epochs (quick: "
                        "6,000 for 2; where bf16 is emulated the mixed run stays at 1 epoch), 20 timed repeats "
                        "instead of 5")),
@@ -223,6 +234,7 @@ LESSONS: tuple[Lesson, ...] = (
                             "profiles the CPU; `.item()` costs no synchronisation there; CUDA events skipped"),
                      Branch("two_cores", "the one-thread timer is checked slower than all threads",
                             "the thread comparison is explained, not checked")),
+           teaches=("profiler", "roofline", "Perfetto"),
            full_scale=("longer measurements, same experiments: 40 profiled and 100 timed steps of each training "
                        "loop instead of 10 and 20, 1 s of back-to-back calls for each roofline measurement instead "
                        "of 0.2 s (the same sizes: the roof does not depend on the profile), TensorFlow's profile "
@@ -236,6 +248,7 @@ LESSONS: tuple[Lesson, ...] = (
            branches=(Branch("cuda", "Inductor writes Triton kernels; `reduce-overhead` replays CUDA graphs",
                             "Inductor writes C++ kernels; CUDA graphs skipped (explained)"),),
            needs=("cxx_compiler",),
+           teaches=("torch.compile", "XLA", "TorchDynamo", "compilers"),
            full_scale=("20 timed repeats instead of 5 (the elementwise chain runs on 8,192 rows in both profiles: "
                        "temporaries of 32 MiB, the same allocator regime)")),
     Lesson("12", "memory_sharding", "Memory and sharded training",
@@ -253,6 +266,7 @@ LESSONS: tuple[Lesson, ...] = (
                                     "(for pytorch.org/memory_viz) and activation offloading (`save_on_cpu`)",
                             "GPU memory, snapshot and offload skipped")),
            needs=("gloo",),
+           teaches=("ZeRO", "FSDP", "gradient accumulation", "activation checkpointing"),
            full_scale=("DDP and FSDP train on all 60,000 MNIST images for 3 epochs (quick: 6,000 for 2), the resumed "
                        "run the 2 epochs after its checkpoint (quick: 1), so that the test accuracy is a trained "
                        "model's; 20 timed repeats instead of 5")),

@@ -105,36 +105,41 @@ def draw_autograd_graph(output: torch.Tensor, *, title: str = "backward graph") 
 
 # ---------------------------------------- exercise checks
 
-def check_chain_rule(answer: Sequence[float] | None) -> CheckResult:
+def check_chain_rule(answer: Sequence[float] | None, *, solution: bool = False) -> CheckResult:
     """Exercise 1: ``(df/dx, df/dy, df/dz)`` for ``f = (x*y + z)**2`` at x=1, y=2, z=-1."""
     x, y, z = (torch.tensor(v, requires_grad=True) for v in (1.0, 2.0, -1.0))
     q = x * y + z
     expected = [g.item() for g in torch.autograd.grad(q**2, (x, y, z))]
+    outer = "write q = xy + z and f = q²: df/dq = 2q, evaluated at the given point"
     return check_numbers(
-        answer, expected, names=["df/dx", "df/dy", "df/dz"],
+        answer, expected, names=["df/dx", "df/dy", "df/dz"], solution=solution,
+        hints=[f"{outer}, times dq/dx", f"{outer}, times dq/dy", f"{outer}, times dq/dz"],
         why=[f"with q = xy + z = {q.item():g}, df/dx = 2q·y = {expected[0]:g}",
              f"df/dy = 2q·x = {expected[1]:g}",
              f"df/dz = 2q·1 = {expected[2]:g}"],
     )
 
 
-def check_vector_jacobian(answer: float | None) -> CheckResult:
+def check_vector_jacobian(answer: float | None, *, solution: bool = False) -> CheckResult:
     """Exercise 2: every entry of ``x.grad`` after ``z.backward(v)``, z = 3x², x = ones(2,2), v = 0.5."""
     x = torch.ones(2, 2, requires_grad=True)
     (grad,) = torch.autograd.grad(3 * x**2, x, grad_outputs=torch.full((2, 2), 0.5))
     expected = grad[0, 0].item()
     return check_numbers(
-        answer, [expected], names=["x.grad"],
-        why=[f"backward(v) computes vᵀJ: each entry is v·dz/dx = 0.5·6x = {expected:g}, not dz/dx itself"],
+        answer, [expected], names=["x.grad"], solution=solution,
+        hints=["backward(v) does not give dz/dx itself: section 6 says what it multiplies it by"],
+        why=[f"backward(v) computes vᵀJ: each entry of x.grad is v·dz/dx = 0.5·6x = {expected:g}"],
     )
 
 
-def check_parameter_count(answer: int | None) -> CheckResult:
+def check_parameter_count(answer: int | None, *, solution: bool = False) -> CheckResult:
     """Exercise 3: trainable parameters of the MLP 784 → 300 → 100 → 10 (with biases)."""
     model = nn.Sequential(nn.Linear(784, 300), nn.ReLU(), nn.Linear(300, 100), nn.ReLU(), nn.Linear(100, 10))
     expected = sum(p.numel() for p in model.parameters())
     return check_numbers(
-        answer, [expected], names=["parameters"],
+        answer, [expected], names=["parameters"], solution=solution,
+        hints=["count each of the three Linear layers apart: a weight matrix and a bias vector each; "
+               "the biases are the usual slip"],
         why=[f"each Linear(n_in, n_out) holds n_in·n_out weights plus n_out biases: "
-             f"784·300+300 + 300·100+100 + 100·10+10 = {expected}"],
+             f"784·300+300 + 300·100+100 + 100·10+10 = {expected} parameters"],
     )

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.checks import NO_ANSWER, CheckResult, check_numbers
+from course_utils.checks import NO_ANSWER, CheckResult, check_numbers, not_yet, worked_solution
 
 UpdateRule = Callable[[torch.Tensor, torch.Tensor, dict[str, Any], int], None]
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -261,21 +261,39 @@ def _rmsprop_variant(eps_inside: bool = False, no_one_minus: bool = False, no_sq
 
 
 _RMSPROP_MISTAKES = {
-    "eps_inside": "you put ε inside the square root, √(E[g²] + ε) (Ruder's form); torch.optim.RMSprop adds it "
-                  "outside, √E[g²] + ε. Close, but not the same update",
-    "no_one_minus": "your running average adds g² without the factor (1 − γ): E[g²] = γE[g²] + (1 − γ)g²",
-    "no_sqrt": "you divide by E[g²] instead of its square root (the root mean square of the gradient)",
-    "no_momentum": "that is plain RMSprop: add the momentum buffer b = μb + g/(√E[g²] + ε) and step θ -= α·b",
+    "eps_inside": "you put ε inside the square root, √(E[g²] + ε) (Ruder's and Keras's form); torch.optim.RMSprop "
+                  "adds it elsewhere: section 3's \"Where ε goes\" shows where",
+    "no_one_minus": "your running average E[g²] adds the whole g²: look at how section 3's RMSprop weights the "
+                    "old average and the new g², so that E[g²] stays an average",
+    "no_sqrt": "you divide by E[g²] itself: RMSprop divides by the root mean square of the gradient",
+    "no_momentum": "that is plain RMSprop: the exercise adds a momentum buffer b, kept in state, and the step "
+                   "follows b instead of the scaled gradient",
 }
 
+RMSPROP_SOLUTION = (
+    "keep two buffers per parameter in state, both starting at zero. First the running average of g², as in "
+    "section 3's RMSprop: E[g²] = γE[g²] + (1 − γ)g², "
+    "state[\"E_g2\"] = gamma * state.get(\"E_g2\", 0) + (1 - gamma) * g * g. Then the momentum buffer, with ε "
+    "outside the root as torch.optim.RMSprop has it: b = μb + g/(√E[g²] + ε), "
+    "state[\"b\"] = mu * state.get(\"b\", 0) + g / (state[\"E_g2\"].sqrt() + eps). Then step in place: θ -= α·b, "
+    "p -= lr * state[\"b\"] (not p = p - ..., which changes nothing outside the function); answer_1 = "
+    "my_rmsprop_momentum."
+)
 
-def check_rmsprop_momentum(rule: UpdateRule | None) -> CheckResult:
+
+def check_rmsprop_momentum(rule: UpdateRule | None, *, solution: bool = False) -> CheckResult:
     """Exercise 1: a function ``rule(p, g, state, t)`` implementing RMSprop with momentum (lr = 0.01,
-    γ = 0.9, ε = 1e-8, μ = 0.9), run beside ``torch.optim.RMSprop(lr=0.01, alpha=0.9, eps=1e-8, momentum=0.9)``."""
+    γ = 0.9, ε = 1e-8, μ = 0.9), run beside ``torch.optim.RMSprop(lr=0.01, alpha=0.9, eps=1e-8, momentum=0.9)``.
+
+    A wrong rule gets a hint (the typical mistake it makes, if it is one of them); ``solution=True`` shows the
+    worked solution instead of running the rule."""
+    if solution:
+        return worked_solution(RMSPROP_SOLUTION)
     if rule is None:
         return NO_ANSWER
     if not callable(rule):
-        return CheckResult(False, f"pass your function itself (answer_1 = my_rmsprop), got {type(rule).__name__}.")
+        return CheckResult(False, f"pass your function itself (answer_1 = my_rmsprop_momentum), "
+                                  f"got {type(rule).__name__}.")
 
     def torch_rmsprop(params: Any) -> torch.optim.Optimizer:
         return torch.optim.RMSprop(params, lr=RMSPROP_LR, alpha=RMSPROP_GAMMA, eps=RMSPROP_EPS,
@@ -285,40 +303,42 @@ def check_rmsprop_momentum(rule: UpdateRule | None) -> CheckResult:
     try:
         got = compare_with_torch(rule, torch_rmsprop, model, batches, steps=RMSPROP_STEPS)
     except Exception as exc:  # the student's code may fail in any way: report it as the reason
-        return CheckResult(False, f"your function raised {type(exc).__name__}: {exc}")
+        return not_yet(f"your function raised {type(exc).__name__}: {exc}.")
     if not got.moved:
-        return CheckResult(False, "the parameters did not change: update p in place (p -= ... or p.copy_(...)), "
-                                  "since rebinding the name p inside the function changes nothing outside.")
+        return not_yet("the parameters did not change: update p in place (p -= ... or p.copy_(...)), "
+                       "since rebinding the name p inside the function changes nothing outside.")
     if got.max_abs_diff <= RMSPROP_TOL:
         return CheckResult(True, f"your rule follows torch.optim.RMSprop(momentum=0.9) to "
                                  f"{got.max_abs_diff:.1e} over {RMSPROP_STEPS} steps: E[g²] = γE[g²] + (1 − γ)g², "
                                  f"b = μb + g/(√E[g²] + ε), θ -= α·b.")
-    for flag, why in _RMSPROP_MISTAKES.items():
+    for flag, hint in _RMSPROP_MISTAKES.items():
         mistaken = compare_with_torch(_rmsprop_variant(**{flag: True}), torch_rmsprop, model, batches,
                                       steps=RMSPROP_STEPS)
         if max(abs(a - b) for a, b in zip(mistaken.losses, got.losses)) < 1e-12:
-            return CheckResult(False, f"{why} (your parameters differ from torch's by {got.max_abs_diff:.1e}).")
+            return not_yet(f"{hint} (your parameters differ from torch's by {got.max_abs_diff:.1e}).")
     step = got.first_step_above(RMSPROP_TOL)
     assert step is not None  # the rule did not agree, so some step was above the tolerance
-    return CheckResult(False, f"your parameters differ from torch.optim.RMSprop's by {got.diffs[step - 1]:.1e} "
-                              f"after step {step}. Keep E[g²] and b per parameter in state, start them at zero, "
-                              f"and use "
-                              f"E[g²] = γE[g²] + (1 − γ)g², b = μb + g/(√E[g²] + ε), θ -= α·b.")
+    return not_yet(f"your parameters differ from torch.optim.RMSprop's by {got.diffs[step - 1]:.1e} after step "
+                   f"{step}. Keep E[g²] and b per parameter in state, start them at zero, and compare each line "
+                   f"with the exercise's formula for b and section 3's RMSprop for E[g²].")
 
 
-def check_divergence_threshold(answer: float | None) -> CheckResult:
+def check_divergence_threshold(answer: float | None, *, solution: bool = False) -> CheckResult:
     """Exercise 2: the learning rate above which gradient descent diverges on f(θ) = ½ θᵀAθ."""
     eigenvalues = torch.linalg.eigvalsh(torch.tensor(QUADRATIC_A, dtype=torch.float64))
     lam_min, lam_max = eigenvalues.min().item(), eigenvalues.max().item()
     expected = 2 / lam_max
     return check_numbers(
-        answer, [expected], names=["α_max"], rtol=1e-3,
-        why=[f"along each eigenvector GD multiplies the error by (1 − αλ); A has eigenvalues {lam_min:g} and "
-             f"{lam_max:g}, and |1 − αλ| < 1 for both needs α < 2/λ_max = {expected:g}"],
+        answer, [expected], names=["α_max"], rtol=1e-3, solution=solution,
+        hints=["section 2: along each eigenvector of A one GD step multiplies the error by a factor that depends "
+               "on α and that eigenvalue; compute A's eigenvalues, then find how large α may grow before that "
+               "factor exceeds 1 in size (which eigenvalue sets the limit?)"],
+        why=[f"along each eigenvector GD multiplies the error by (1 − αλ) per step; A has eigenvalues {lam_min:g} "
+             f"and {lam_max:g}, and |1 − αλ| < 1 for both needs α < 2/λ_max, so α_max = 2/λ_max = {expected:g}"],
     )
 
 
-def check_adam_first_step(answer: Sequence[float] | None) -> CheckResult:
+def check_adam_first_step(answer: Sequence[float] | None, *, solution: bool = False) -> CheckResult:
     """Exercise 3: |Δθ| of Adam's first step (gradient 0.5), with and without bias correction."""
     p = torch.zeros(1, dtype=torch.float64, requires_grad=True)
     optimizer = torch.optim.Adam([p], lr=ADAM_LR, betas=ADAM_BETAS, eps=ADAM_EPS)
@@ -330,8 +350,13 @@ def check_adam_first_step(answer: Sequence[float] | None) -> CheckResult:
     without = ADAM_LR * m / (v**0.5 + ADAM_EPS)
     return check_numbers(
         answer, [with_correction, without], names=["with bias correction", "without"], rtol=2e-3,
-        why=[f"m̂ = m/(1 − β₁) = g and v̂ = v/(1 − β₂) = g², so the step is α·g/(|g| + ε) ≈ α = "
+        solution=solution,
+        hints=["start from section 3's Adam formulas with m and v at zero and t = 1, and work out what m̂ and v̂ "
+               "come to once the bias corrections divide them",
+               "the same first step with m and v themselves in place of m̂ and v̂: the factors (1 − β₁) and "
+               "(1 − β₂) no longer cancel, and only one of them sits under the square root"],
+        why=[f"with bias correction, m̂ = m/(1 − β₁) = g and v̂ = v/(1 − β₂) = g², so |Δθ| = α·g/(|g| + ε) ≈ α = "
              f"{with_correction:.6g}",
-             f"m = (1 − β₁)g = {m:g} and √v = √(1 − β₂)·|g| = {v**0.5:.6g}, so the step is α·m/(√v + ε) = "
+             f"without, m = (1 − β₁)g = {m:g} and √v = √(1 − β₂)·|g| = {v**0.5:.6g}, so |Δθ| = α·m/(√v + ε) = "
              f"{without:.6g}, about {without / ADAM_LR:.3g}·α: the first steps would be too large"],
     )

@@ -303,26 +303,33 @@ def _lecture_cnn() -> nn.Sequential:
     )
 
 
-def check_parameter_count(answer: int | None) -> CheckResult:
+def check_parameter_count(answer: int | None, *, solution: bool = False) -> CheckResult:
     """Exercise 1: trainable parameters of the lecture's CNN (conv1, conv2, fc1, fc2, out)."""
     layers = [m for m in _lecture_cnn() if isinstance(m, (nn.Conv2d, nn.Linear))]
     counts = [sum(p.numel() for p in m.parameters()) for m in layers]
     terms = " + ".join(str(c) for c in counts)
     return check_numbers(
-        answer, [sum(counts)], names=["parameters"],
+        answer, [sum(counts)], names=["parameters"], solution=solution,
+        hints=["count the five layers of section 2 one by one, weights and biases: a Conv2d's kernels span all "
+               "of its input channels, and section 2 says how many inputs fc1 sees after the convolutions and "
+               "poolings (did you count the biases of every layer, out's included?)"],
         why=[f"a Conv2d(c_in, c_out, 5) holds c_out·c_in·5·5 weights + c_out biases, a Linear(n_in, n_out) "
              f"n_in·n_out + n_out; fc1 sees 12·4·4 = 192 inputs (28 → 24 → 12 → 8 → 4 after two 5×5 "
-             f"convolutions and two 2×2 poolings): {terms} = {sum(counts)}"],
+             f"convolutions and two 2×2 poolings); conv1, conv2, fc1, fc2 and out hold {terms} = {sum(counts)} "
+             f"parameters"],
     )
 
 
-def check_steps_per_epoch(answer: Sequence[int] | None) -> CheckResult:
+def check_steps_per_epoch(answer: Sequence[int] | None, *, solution: bool = False) -> CheckResult:
     """Exercise 2: optimizer steps in one epoch over all 60,000 training images, per lecture batch size."""
     expected = [math.ceil(FASHION_MNIST_TRAIN / b) for b in LECTURE_BATCH_SIZES]
     return check_numbers(
-        answer, expected, names=[f"steps at batch size {b}" for b in LECTURE_BATCH_SIZES],
-        why=[f"one step per batch: ceil({FASHION_MNIST_TRAIN} / {b}) = {e}"
-             for b, e in zip(LECTURE_BATCH_SIZES, expected)],
+        answer, expected, names=[f"steps at batch size {b}" for b in LECTURE_BATCH_SIZES], solution=solution,
+        hints=[f"the optimizer steps once per batch: count the batches of {b} images in one pass over all "
+               f"{FASHION_MNIST_TRAIN:,} training images" for b in LECTURE_BATCH_SIZES],
+        why=[("one optimizer step per batch: " if i == 0 else "")
+             + f"steps at batch size {b} = ceil({FASHION_MNIST_TRAIN} / {b}) = {e}"
+             for i, (b, e) in enumerate(zip(LECTURE_BATCH_SIZES, expected))],
     )
 
 
@@ -339,11 +346,15 @@ def trials_for_top_fraction(top: float, confidence: float) -> int:
     return n
 
 
-def check_random_search_trials(answer: int | None) -> CheckResult:
+def check_random_search_trials(answer: int | None, *, solution: bool = False) -> CheckResult:
     """Exercise 3: random trials needed for a 95 % chance that one is in the top 5 % of configurations."""
     expected = trials_for_top_fraction(0.05, 0.95)
     return check_numbers(
-        answer, [expected], names=["trials"],
+        answer, [expected], names=["trials"], solution=solution,
+        hints=["start from the chance that one random trial misses the best 5 %; the trials are independent, "
+               "so how likely is it that all n of them miss? Take the smallest whole n that makes at least one "
+               "hit 95 % likely (1/5 % = 20 trials is only the average wait for a first hit)"],
         why=[f"each trial misses the top 5 % with probability 0.95, so n trials all miss with 0.95ⁿ; "
-             f"1 - 0.95ⁿ ≥ 0.95 first holds at n = {expected} (0.95^{expected} = {0.95 ** expected:.4f})"],
+             f"1 - 0.95ⁿ ≥ 0.95 first holds at n = {expected} (0.95^{expected} = {0.95 ** expected:.4f}), "
+             f"so {expected} trials"],
     )

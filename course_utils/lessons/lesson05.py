@@ -1,45 +1,220 @@
-"""Lesson 05 (distributed PyTorch): the exercise checks."""
+"""Lesson 05 (distributed PyTorch): what the collectives leave on each rank, a ring all-reduce step by step (with
+their pictures), and the exercise checks."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.patches import Rectangle
+from numpy.typing import ArrayLike
 
 from course_utils.checks import CheckResult, check_numbers
 
+COLLECTIVES = ("broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather")
 
-def check_bubble_fraction(answer: float | None, *, stages: int = 4, microbatches: int = 12) -> CheckResult:
-    """Exercise 1: the idle fraction of a GPipe schedule with ``stages`` stages and ``microbatches`` micro-batches."""
+
+def collective(name: str, inputs: ArrayLike, *, root: int = 0) -> list[np.ndarray]:
+    """What each rank holds after the collective ``name`` of ``torch.distributed`` (sum as the reduction).
+
+    ``inputs[r]`` is rank r's tensor. ``reduce_scatter`` leaves rank r the r-th of ``world`` equal chunks of the sum;
+    ``all_gather`` leaves every rank the concatenation of all inputs, in rank order.
+
+    Raises:
+        ValueError: for an unknown collective, ranks holding tensors of different sizes, a sum that does not split into
+            one chunk per rank, or a root that is not a rank.
+    """
+    if name not in COLLECTIVES:
+        raise ValueError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVES)}.")
+    x = _per_rank(inputs)
+    world = len(x)
+    if not 0 <= root < world:
+        raise ValueError(f"root must be a rank, 0 to {world - 1}, got {root}.")
+    if name == "reduce_scatter" and x.shape[1] % world:
+        raise ValueError(f"reduce_scatter splits the sum into {world} equal chunks: {x.shape[1]} elements do not.")
+    total = x.sum(axis=0)
+    if name == "broadcast":
+        return [x[root].copy() for _ in range(world)]
+    if name == "reduce":
+        return [total.copy() if r == root else x[r].copy() for r in range(world)]
+    if name == "all_reduce":
+        return [total.copy() for _ in range(world)]
+    if name == "reduce_scatter":
+        return [chunk.copy() for chunk in np.split(total, world)]
+    return [x.reshape(-1).copy() for _ in range(world)]
+
+
+def _per_rank(inputs: ArrayLike) -> np.ndarray:
+    try:
+        x = np.asarray(inputs, dtype=float)
+    except ValueError:
+        x = np.empty(0)
+    if x.ndim != 2:
+        raise ValueError(f"every rank holds a 1-D tensor of the same size, got {inputs!r}.")
+    return x
+
+
+def draw_collectives(inputs: ArrayLike, axes: np.ndarray) -> None:
+    """Each collective in a column of ``axes`` (``plt.subplots(2, 5)``: before, after), a row of boxes per rank.
+
+    The last column gathers what reduce-scatter left, so the last two columns together show all-reduce.
+    """
+    x = _per_rank(inputs)
+    world = len(x)
+    reduce_scatter = collective("reduce_scatter", x)
+    vmax = float(np.max(reduce_scatter))
+    for column, name in enumerate(COLLECTIVES):
+        before = reduce_scatter if name == "all_gather" else list(x)
+        after = collective(name, before)
+        for row, (held, label) in enumerate(((before, "before"), (after, "after"))):
+            ax = axes[row, column]
+            _draw_ranks(ax, held, vmax)
+            ax.set_title(f"{name}: {label}" if row == 0 else "after", fontsize=10)
+    for row in range(2):
+        axes[row, 0].set_yticks(range(world), [f"rank {r}" for r in range(world)], fontsize=9)
+
+
+def _draw_ranks(ax: Axes, held: Sequence[np.ndarray], vmax: float) -> None:
+    width = max(len(v) for v in held)
+    for r, values in enumerate(held):
+        for c, value in enumerate(values):
+            ax.add_patch(Rectangle((c, r - 0.4), 0.95, 0.8, color=plt.cm.Blues(0.2 + 0.7 * value / vmax)))
+            ax.text(c + 0.47, r, f"{value:g}", ha="center", va="center", fontsize=9,
+                    color="white" if value / vmax > 0.45 else "black")
+    ax.set_xlim(0, max(width, 4))
+    ax.set_ylim(len(held) - 0.5, -0.5)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for side in ax.spines.values():
+        side.set_visible(False)
+
+
+@dataclass(frozen=True)
+class RingTrace:
+    """A ring all-reduce, step by step: what each rank sent, and what each rank held after each step."""
+
+    outputs: list[np.ndarray]  # every rank's result: the sum
+    sends: list[list[int]]  # sends[step][r]: the chunk rank r sent to rank r + 1 at that step
+    held: list[list[list[float]]]  # held[step][r][c]: rank r's chunk c after the step (step 0: the inputs)
+    contributions: list[list[list[int]]]  # how many ranks' inputs each of those chunks sums
+    sent_elements: list[int]  # per rank, the elements it sent in all
+
+    @property
+    def world(self) -> int:
+        return len(self.outputs)
+
+
+def ring_all_reduce(inputs: ArrayLike) -> RingTrace:
+    """All-reduce (sum) by the ring algorithm: N − 1 reduce-scatter steps, then N − 1 all-gather steps.
+
+    Rank r sends one chunk (1/N of its tensor) to rank r + 1 at each step, so each rank sends 2(N − 1)/N of its
+    tensor in all, whatever N: the reason NCCL and gloo use rings for large tensors.
+
+    Raises:
+        ValueError: with fewer than 2 ranks, or a tensor that does not split into one chunk per rank.
+    """
+    x = _per_rank(inputs)
+    world = len(x)
+    if world < 2 or x.shape[1] % world:
+        raise ValueError(f"a ring needs 2 or more ranks, each holding a 1-D tensor of a multiple of {world} "
+                         f"elements (one chunk per rank); got shape {x.shape}.")
+    chunks = [list(np.split(v.copy(), world)) for v in x]
+    count = [[1] * world for _ in range(world)]
+    sends, held, contributions = [], [[[float(c.sum()) for c in row] for row in chunks]], [[list(c) for c in count]]
+    sent = [0] * world
+    for step in range(2 * (world - 1)):
+        gather = step >= world - 1  # the second phase forwards finished sums instead of adding
+        chunk_of = [(r - step) % world if not gather else (r + 1 - (step - world + 1)) % world for r in range(world)]
+        payload = [(chunks[r][chunk_of[r]].copy(), count[r][chunk_of[r]]) for r in range(world)]
+        for r, (data, n) in enumerate(payload):
+            receiver, c = (r + 1) % world, chunk_of[r]
+            chunks[receiver][c] = data if gather else chunks[receiver][c] + data
+            count[receiver][c] = n if gather else count[receiver][c] + n
+            sent[r] += data.size
+        sends.append(chunk_of)
+        held.append([[float(c.sum()) for c in row] for row in chunks])
+        contributions.append([list(c) for c in count])
+    return RingTrace([np.concatenate(row) for row in chunks], sends, held, contributions, sent)
+
+
+def draw_ring_all_reduce(trace: RingTrace, ax: Axes) -> None:
+    """Each step a row, each rank's chunks side by side: the shade counts the ranks summed, a box marks a send."""
+    world = trace.world
+    for step, (row, counts) in enumerate(zip(trace.held, trace.contributions, strict=True)):
+        for r in range(world):
+            for c in range(world):
+                x = r * (world + 0.6) + c
+                shade = plt.cm.Greens(0.15 + 0.75 * counts[r][c] / world)
+                ax.add_patch(Rectangle((x, step - 0.4), 0.95, 0.8, color=shade))
+                ax.text(x + 0.47, step, f"{row[r][c]:g}", ha="center", va="center", fontsize=8,
+                        color="white" if counts[r][c] / world > 0.5 else "black")
+                if step < len(trace.sends) and trace.sends[step][r] == c:
+                    ax.add_patch(Rectangle((x, step - 0.4), 0.95, 0.8, fill=False, edgecolor="tab:red", lw=2))
+    ax.set_xlim(-0.2, world * (world + 0.6))
+    ax.set_ylim(len(trace.held) - 0.5, -0.5)
+    ax.set_xticks([r * (world + 0.6) + world / 2 - 0.03 for r in range(world)], [f"rank {r}" for r in range(world)])
+    ax.xaxis.tick_top()
+    ax.set_title(f"ring all-reduce of {world} ranks. Red: the chunk each rank sends to the next one (rank {world - 1} "
+                 "to rank 0) in the step below.\nDarker: more ranks' inputs summed.", fontsize=9, pad=22)
+    phase = ["inputs"] + [f"reduce-scatter {s + 1}" if s < world - 1 else f"all-gather {s - world + 2}"
+                          for s in range(2 * (world - 1))]
+    ax.set_yticks(range(len(phase)), [f"after {p}" if i else p for i, p in enumerate(phase)], fontsize=8)
+    for side in ax.spines.values():
+        side.set_visible(False)
+
+
+# ---------------------------------------- exercise checks
+
+
+def check_bubble_fraction(answer: float | None, *, stages: int = 4, microbatches: int = 12,
+                          solution: bool = False) -> CheckResult:
+    """Exercise 1: the idle fraction of a GPipe schedule with ``stages`` stages and ``microbatches`` micro-batches.
+
+    ``solution=True`` shows the worked solution instead of checking the answer.
+    """
     p, m = stages, microbatches
     expected = (p - 1) / (m + p - 1)
     return check_numbers(
-        answer, [expected], names=["bubble fraction"],
-        why=[f"each stage is busy for m = {m} of the m + p - 1 = {m + p - 1} time slots, so it idles "
-             f"(p - 1)/(m + p - 1) = {p - 1}/{m + p - 1} = {expected:.4g} of the time"],
+        answer, [expected], names=["bubble fraction"], solution=solution,
+        hints=["section 5 derives the bubble: count all the time slots of one phase, fill and drain included, and "
+               "how many of them a stage is busy; the bubble is a share of all the slots, not of the busy ones"],
+        why=[f"each stage is busy for m = {m} of the m + p - 1 = {m + p - 1} time slots of a phase, so the bubble "
+             f"fraction is (p - 1)/(m + p - 1) = {p - 1}/{m + p - 1} = {expected:.4g}"],
         rtol=1e-3,
     )
 
 
 def check_ring_allreduce_megabytes(answer: float | None, *, parameters: int = 25_600_000, workers: int = 8,
-                                   bytes_per_value: int = 4) -> CheckResult:
-    """Exercise 2: megabytes (10**6 bytes) that each worker sends in one ring all-reduce of all the gradients."""
+                                   bytes_per_value: int = 4, solution: bool = False) -> CheckResult:
+    """Exercise 2: megabytes (10**6 bytes) that each worker sends in one ring all-reduce of all the gradients.
+
+    ``solution=True`` shows the worked solution instead of checking the answer.
+    """
     size = parameters * bytes_per_value
     expected = 2 * (workers - 1) / workers * size / 1e6
     return check_numbers(
-        answer, [expected], names=["MB sent per worker"],
+        answer, [expected], names=["MB sent per worker"], solution=solution,
+        hints=["start from the size of all the gradients in bytes; section 2's ring sends one chunk of 1/N per step: "
+               "count the steps of the reduce-scatter, then do not forget the all-gather that follows it"],
         why=[f"the gradients take {parameters:,} × {bytes_per_value} B = {size / 1e6:g} MB; a ring all-reduce is a "
-             f"reduce-scatter then an all-gather, each sending (N - 1)/N of the data, so "
+             f"reduce-scatter then an all-gather, each sending (N - 1)/N of the data, so each worker sends "
              f"2·(N - 1)/N · {size / 1e6:g} MB = {expected:g} MB with N = {workers}"],
         rtol=1e-3,
     )
 
 
 def check_ddp_bookkeeping(answer: Sequence[float] | None, *, nodes: int = 2, gpus_per_node: int = 4,
-                          batch_per_process: int = 32, dataset_size: int = 60_000) -> CheckResult:
+                          batch_per_process: int = 32, dataset_size: int = 60_000,
+                          solution: bool = False) -> CheckResult:
     """Exercise 3: (world size, global batch, samples per rank per epoch, optimizer steps per epoch).
 
     One process per GPU, ``DistributedSampler`` (which pads the dataset to a multiple of the world
-    size) and a ``DataLoader`` that keeps the last, smaller batch.
+    size) and a ``DataLoader`` that keeps the last, smaller batch. ``solution=True`` shows the worked
+    solution instead of checking the answer.
     """
     world = nodes * gpus_per_node
     global_batch = world * batch_per_process
@@ -47,9 +222,17 @@ def check_ddp_bookkeeping(answer: Sequence[float] | None, *, nodes: int = 2, gpu
     steps = math.ceil(per_rank / batch_per_process)
     return check_numbers(
         answer, [world, global_batch, per_rank, steps],
-        names=["world size", "global batch", "samples per rank", "steps per epoch"],
-        why=[f"one process per GPU: {nodes} × {gpus_per_node} = {world}",
-             f"each step consumes one batch on every rank: {world} × {batch_per_process} = {global_batch}",
-             f"DistributedSampler gives each rank ceil({dataset_size} / {world}) = {per_rank}",
-             f"each rank iterates over its own share: ceil({per_rank} / {batch_per_process}) = {steps}"],
+        names=["world size", "global batch", "samples per rank", "steps per epoch"], solution=solution,
+        hints=["DDP runs one process per GPU (section 6): count the processes of all the nodes, not of one",
+               "`--batch-size` is the batch of one process; the global batch is what one optimizer step consumes "
+               "over the whole world",
+               "DistributedSampler (section 6) splits the whole dataset, not the global batch, into disjoint shares",
+               "each rank iterates over its own share only, in batches of `--batch-size`; the DataLoader keeps the "
+               "last, smaller batch, and it is a step too"],
+        why=[f"world size: one process per GPU, {nodes} × {gpus_per_node} = {world}",
+             f"global batch: each step consumes one batch on every rank, {world} × {batch_per_process} = "
+             f"{global_batch}",
+             f"samples per rank: DistributedSampler gives each rank ceil({dataset_size} / {world}) = {per_rank}",
+             f"steps per epoch: each rank iterates over its own share, ceil({per_rank} / {batch_per_process}) = "
+             f"{steps}"],
     )

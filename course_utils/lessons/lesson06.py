@@ -149,26 +149,32 @@ def tf_config(cluster: Mapping[str, Sequence[int]], task_type: str, task_index: 
 # ---------------------------------------- exercise checks
 
 def check_global_batch(answer: Sequence[float] | None, *, per_replica_batch: int = 32, workers: int = 2,
-                       gpus_per_worker: int = 4, examples: int = 60_000) -> CheckResult:
+                       gpus_per_worker: int = 4, examples: int = 60_000, solution: bool = False) -> CheckResult:
     """Exercise 1: ``(global batch, steps per epoch)`` for a MultiWorkerMirroredStrategy job of
     ``workers`` machines with ``gpus_per_worker`` GPUs each, ``per_replica_batch`` examples per
-    replica, over ``examples`` training examples (the last, smaller batch counts as a step)."""
+    replica, over ``examples`` training examples (the last, smaller batch counts as a step).
+    ``solution=True`` shows the worked solution instead of checking the answer."""
     replicas = workers * gpus_per_worker
     global_batch = per_replica_batch * replicas
     steps = math.ceil(examples / global_batch)
     return check_numbers(
-        answer, [global_batch, steps], names=["global batch", "steps per epoch"],
-        why=[f"one replica per GPU: {workers}·{gpus_per_worker} = {replicas} replicas in sync, each taking "
-             f"{per_replica_batch} examples, so one step consumes {per_replica_batch}·{replicas} = {global_batch}",
-             f"an epoch is ceil({examples}/{global_batch}) = {steps} steps (the last batch is partial)"],
+        answer, [global_batch, steps], names=["global batch", "steps per epoch"], solution=solution,
+        hints=["section 2 relates the global batch to the per-replica batch; there is one replica per GPU, on every "
+               "machine of the job",
+               "one step consumes one global batch, not one replica's slice; the last, partial batch is a step too"],
+        why=[f"global batch: one replica per GPU, {workers}·{gpus_per_worker} = {replicas} replicas in sync, each "
+             f"taking {per_replica_batch} examples, so one step consumes {per_replica_batch}·{replicas} = "
+             f"{global_batch}",
+             f"steps per epoch: ceil({examples}/{global_batch}) = {steps} (the last batch is partial)"],
     )
 
 
-def check_two_head_parameters(answer: int | None) -> CheckResult:
+def check_two_head_parameters(answer: int | None, *, solution: bool = False) -> CheckResult:
     """Exercise 2: trainable parameters of the lesson's two-head model (28×28 → Flatten → Dense 120
-    ReLU → Dense 10 softmax and Dense 1 sigmoid), counted by building it with Keras."""
-    if answer is None:
-        return NO_ANSWER
+    ReLU → Dense 10 softmax and Dense 1 sigmoid), counted by building it with Keras.
+    ``solution=True`` shows the worked solution instead of checking the answer."""
+    if answer is None and not solution:
+        return NO_ANSWER  # without building the model: importing Keras takes seconds
     import keras
 
     inputs = keras.Input(shape=(28, 28))
@@ -177,17 +183,20 @@ def check_two_head_parameters(answer: int | None) -> CheckResult:
                                  keras.layers.Dense(1, activation="sigmoid")(hidden)])
     expected = model.count_params()
     return check_numbers(
-        answer, [expected], names=["parameters"],
+        answer, [expected], names=["parameters"], solution=solution,
+        hints=["count every Dense layer of section 4's model apart, the hidden layer and both heads: a weight "
+               "matrix and a bias vector each (Flatten has none); the usual slips are the biases and the second head"],
         why=[f"each Dense(n_in → n_out) holds n_in·n_out weights plus n_out biases, and both heads read the "
-             f"same 120 features: 784·120+120 + 120·10+10 + 120·1+1 = {expected}"],
+             f"same 120 features: 784·120+120 + 120·10+10 + 120·1+1 = {expected} parameters"],
     )
 
 
 def check_sync_vs_async(answer: Sequence[float] | None, *, step_seconds: Sequence[float] = (0.01, 0.04),
-                        wall_seconds: float = 1.0) -> CheckResult:
+                        wall_seconds: float = 1.0, solution: bool = False) -> CheckResult:
     """Exercise 3: batches processed in ``wall_seconds`` by workers whose steps take ``step_seconds``,
     ``(synchronous, asynchronous)``. Synchronous: every round waits for the slowest worker, then
-    each worker has done one batch. Asynchronous: each worker runs at its own pace."""
+    each worker has done one batch. Asynchronous: each worker runs at its own pace.
+    ``solution=True`` shows the worked solution instead of checking the answer."""
     if not step_seconds or any(t <= 0 for t in step_seconds) or wall_seconds <= 0:
         raise ValueError(f"need positive step times and wall time, got {step_seconds!r}, {wall_seconds!r}.")
     rounds = math.floor(wall_seconds / max(step_seconds) + 1e-9)
@@ -195,15 +204,20 @@ def check_sync_vs_async(answer: Sequence[float] | None, *, step_seconds: Sequenc
     per_worker = [math.floor(wall_seconds / t + 1e-9) for t in step_seconds]
     asynchronous = sum(per_worker)
     return check_numbers(
-        answer, [sync, asynchronous], names=["synchronous batches", "asynchronous batches"],
-        why=[f"synchronous rounds last as long as the slowest step ({max(step_seconds):g} s): "
+        answer, [sync, asynchronous], names=["synchronous batches", "asynchronous batches"], solution=solution,
+        hints=["like section 7's lockstep rounds, a synchronous round ends only when the slower worker has finished "
+               "its step: count the rounds that fit in the time, and the batches one round processes",
+               "asynchronously no worker waits for the other (section 7): count each worker's batches at its own "
+               "pace, then add them"],
+        why=[f"synchronous batches: every round lasts as long as the slowest step ({max(step_seconds):g} s), "
              f"{rounds} rounds × {len(step_seconds)} workers = {sync}",
-             f"asynchronously each worker does wall/step batches: {' + '.join(map(str, per_worker))} = {asynchronous}"],
+             f"asynchronous batches: each worker does wall/step batches, "
+             f"{' + '.join(map(str, per_worker))} = {asynchronous}"],
     )
 
 
 def check_central_storage_memory(answer: Sequence[float] | None, *, parameters: int, slots_per_weight: int,
-                                 bytes_per_value: int = 4, gpus: int = 8) -> CheckResult:
+                                 bytes_per_value: int = 4, gpus: int = 8, solution: bool = False) -> CheckResult:
     """Exercise 4: ``(GB per GPU with MirroredStrategy, GB per GPU with CentralStorageStrategy)`` during a
     training step of a model of ``parameters`` values of ``bytes_per_value`` bytes, whose optimizer keeps
     ``slots_per_weight`` slot variables per weight (Adam: 2), on ``gpus`` GPUs; activations left out.
@@ -211,7 +225,8 @@ def check_central_storage_memory(answer: Sequence[float] | None, *, parameters: 
     MirroredStrategy keeps on every GPU the weights and the slots, and every GPU makes full-size gradients.
     CentralStorageStrategy keeps weights and slots once, on the host; every GPU still receives the weights
     it computes with and makes full-size gradients (the compute is replicated), so it saves the slots and
-    the stored copy, not a factor of ``gpus``. GB are 10**9 bytes.
+    the stored copy, not a factor of ``gpus``. GB are 10**9 bytes. ``solution=True`` shows the worked solution
+    instead of checking the answer.
     """
     for name, value in (("parameters", parameters), ("slots_per_weight", slots_per_weight),
                         ("bytes_per_value", bytes_per_value), ("gpus", gpus)):
@@ -223,10 +238,19 @@ def check_central_storage_memory(answer: Sequence[float] | None, *, parameters: 
     central = 2 * weights
     return check_numbers(
         answer, [mirrored, central], names=["GB per GPU, MirroredStrategy", "GB per GPU, CentralStorageStrategy"],
-        why=[f"every GPU holds the weights ({weights:g} GB), the optimizer's {slots_per_weight} slots per weight "
-             f"({slots_per_weight * weights:g} GB) and full-size gradients ({weights:g} GB): {mirrored:g} GB",
-             f"weights and slots are stored once, on the host ({(1 + slots_per_weight) * weights:g} GB there), but "
-             f"every GPU still receives the weights it computes with ({weights:g} GB) and makes full-size gradients "
-             f"({weights:g} GB): {central:g} GB, not 1/{gpus} of anything; each step the host link carries "
-             f"{gpus}·2·{weights:g} = {gpus * central:g} GB"],
+        solution=solution,
+        hints=["start from the bytes of the weights (parameters × bytes per value); under MirroredStrategy "
+               "(section 3) each GPU keeps its own copy of everything a step needs: what does Adam store per weight, "
+               "and what does the backward pass make? The gradients are the usual slip",
+               "section 3 and its correction of the lecture say what leaves the GPUs under CentralStorageStrategy and "
+               "what stays: does a GPU still need the weights to compute with, and does it still make gradients? "
+               "Nothing is divided by the number of GPUs"],
+        why=[f"MirroredStrategy: every GPU holds the weights ({weights:g} GB), the optimizer's {slots_per_weight} "
+             f"slots per weight ({slots_per_weight * weights:g} GB) and full-size gradients ({weights:g} GB): "
+             f"{mirrored:g} GB",
+             f"CentralStorageStrategy: weights and slots are stored once, on the host "
+             f"({(1 + slots_per_weight) * weights:g} GB there), and each step the host link carries "
+             f"{gpus}·2·{weights:g} = {gpus * central:g} GB, but every GPU still receives the weights it computes "
+             f"with ({weights:g} GB) and makes full-size gradients ({weights:g} GB), not 1/{gpus} of anything: "
+             f"{central:g} GB"],
     )

@@ -55,7 +55,7 @@ def _quietly() -> Iterator[None]:
         yield
 
 
-def check_qparams(answer: Sequence[float] | None) -> CheckResult:
+def check_qparams(answer: Sequence[float] | None, *, solution: bool = False) -> CheckResult:
     """Exercise 1: ``(scale, zero_point)`` that maps the range ``RANGE`` onto quint8 ``[0, 255]``."""
     with _quietly():
         observer = tq.MinMaxObserver(dtype=torch.quint8)
@@ -63,14 +63,18 @@ def check_qparams(answer: Sequence[float] | None) -> CheckResult:
         scale, zero_point = (t.item() for t in observer.calculate_qparams())
     lo, hi = RANGE
     return check_numbers(
-        answer, [scale, zero_point], names=["scale", "zero_point"], rtol=1e-5,
-        why=[f"s = (x_max - x_min) / (q_max - q_min) = ({hi:g} - ({lo:g})) / 255 = {scale:.6g}",
-             f"z = q_min - round(x_min / s) = 0 - round({lo:g} / {scale:.6g}) = {zero_point:g} "
-             "(an integer: the code that represents 0.0 exactly)"],
+        answer, [scale, zero_point], names=["scale", "zero_point"], rtol=1e-5, solution=solution,
+        hints=["section 2 defines s from the two ends of the real range and of quint8's integer range: "
+               "mind the sign of x_min, and count the integer steps of [0, 255] (255, not 256)",
+               "section 2's z is the integer that represents 0.0 exactly: start from x_min / s and round it to the "
+               "nearest integer (int() truncates towards zero)"],
+        why=[f"the scale is s = (x_max - x_min) / (q_max - q_min) = ({hi:g} - ({lo:g})) / 255 = {scale:.6g}",
+             "the zero point is the integer that represents 0.0 exactly: z = q_min - round(x_min / s) = "
+             f"0 - round({lo:g} / {scale:.6g}) = {zero_point:g}"],
     )
 
 
-def check_int8_bytes(answer: Sequence[int] | None) -> CheckResult:
+def check_int8_bytes(answer: Sequence[int] | None, *, solution: bool = False) -> CheckResult:
     """Exercise 2: bytes of the weight of ``nn.Linear(*LAYER)`` in fp32, and after per-channel int8
     quantization as torch stores it (int8 values + one float64 scale and one int64 zero point per row)."""
     in_features, out_features = LAYER
@@ -84,10 +88,14 @@ def check_int8_bytes(answer: Sequence[int] | None) -> CheckResult:
     parts = [q.int_repr(), q.q_per_channel_scales(), q.q_per_channel_zero_points()]
     int8_bytes = sum(t.numel() * t.element_size() for t in parts)
     return check_numbers(
-        answer, [fp32_bytes, int8_bytes], names=["fp32 bytes", "int8 bytes"],
-        why=[f"{out_features}·{in_features} weights × 4 bytes = {fp32_bytes}",
-             f"{out_features}·{in_features} × 1 byte + {out_features} scales × 8 bytes + "
-             f"{out_features} zero points × 8 bytes = {int8_bytes}"],
+        answer, [fp32_bytes, int8_bytes], names=["fp32 bytes", "int8 bytes"], solution=solution,
+        hints=["count the entries of the weight alone (nn.Linear(in, out).weight is out × in; the bias is not "
+               "part of it), at the size of one float32",
+               "besides 1 byte per weight, per-channel quantization (section 2, 'Per tensor or per channel') "
+               "also stores a scale and a zero point per output row, at 8 bytes each"],
+        why=[f"fp32: {out_features}·{in_features} weights × 4 bytes = {fp32_bytes} bytes",
+             f"int8: {out_features}·{in_features} weights × 1 byte + {out_features} scales × 8 bytes + "
+             f"{out_features} zero points × 8 bytes = {int8_bytes} bytes"],
     )
 
 
@@ -99,7 +107,7 @@ def exercise_model() -> nn.Module:
     )
 
 
-def check_dynamic_converted(answer: int | None) -> CheckResult:
+def check_dynamic_converted(answer: int | None, *, solution: bool = False) -> CheckResult:
     """Exercise 3: how many modules of :func:`exercise_model` does
     ``quantize_dynamic(model, {nn.Linear, nn.Conv2d}, dtype=torch.qint8)`` replace?"""
     model = exercise_model()
@@ -108,9 +116,12 @@ def check_dynamic_converted(answer: int | None) -> CheckResult:
     changed = changed_module_types(model, quantized)
     n_conv = sum(isinstance(m, nn.Conv2d) for m in model.modules())
     return check_numbers(
-        answer, [len(changed)], names=["modules replaced"],
-        why=[f"only the {len(changed)} Linear layers ({', '.join(changed)}) are replaced; the {n_conv} "
-             "Conv2d layers are not in quantize_dynamic's default mapping (torch.ao.nn.quantized.dynamic.Conv2d "
-             "exists, but only a mapping= that names it converts a convolution), so naming nn.Conv2d in the set "
-             "changes nothing"],
+        answer, [len(changed)], names=["modules replaced"], solution=solution,
+        hints=["naming a type in the set is not enough: quantize_dynamic replaces a module only if its default "
+               "mapping knows the type, and section 3 (ResNet-18) shows which of the two it knows; then count "
+               "those modules in the printed model"],
+        why=[f"the {n_conv} Conv2d layers are not in quantize_dynamic's default mapping "
+             "(torch.ao.nn.quantized.dynamic.Conv2d exists, but only a mapping= that names it converts a "
+             "convolution), so naming nn.Conv2d in the set changes nothing; only the Linear layers "
+             f"({', '.join(changed)}) are replaced: {len(changed)} modules"],
     )

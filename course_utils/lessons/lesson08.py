@@ -93,7 +93,7 @@ def state_dict_bytes(state_dict: Mapping[str, torch.Tensor]) -> int:
 
 # ---------------------------------------- exercise checks
 
-def check_iterative_sparsity(answer: float | None) -> CheckResult:
+def check_iterative_sparsity(answer: float | None, *, solution: bool = False) -> CheckResult:
     """Exercise 1: fraction of zeros of ``Linear(400, 120).weight`` after two ``l1_unstructured(amount=0.3)``."""
     fc1 = nn.Linear(400, 120)
     prune.l1_unstructured(fc1, "weight", amount=0.3)
@@ -101,8 +101,10 @@ def check_iterative_sparsity(answer: float | None) -> CheckResult:
     prune.l1_unstructured(fc1, "weight", amount=0.3)
     expected = count_zeros(fc1.weight) / fc1.weight.numel()
     return check_numbers(
-        answer, [expected], names=["sparsity"], rtol=1e-3,
-        why=[f"the second call prunes 30 % of the weights still alive, not of all of them: "
+        answer, [expected], names=["sparsity"], rtol=1e-3, solution=solution,
+        hints=["pruning the same tensor a second time composes the two masks (section 4): work out which weights "
+               "the second call takes its 30 % of, all 48 000 or only some of them"],
+        why=[f"the second call prunes 30 % of the weights still alive, not of all of them, so the sparsity is "
              f"{first:g} + 0.3·(1 − {first:g}) = 1 − 0.7² = {expected:g}"],
     )
 
@@ -116,7 +118,7 @@ def _csr_bytes(rows: int, cols: int, nnz: int) -> int:
         return tensor_bytes(dense.to_sparse_csr())
 
 
-def check_csr_break_even(answer: int | None) -> CheckResult:
+def check_csr_break_even(answer: int | None, *, solution: bool = False) -> CheckResult:
     """Exercise 2: the largest nnz for which CSR (int64 indices, float32 values) of a 120×400 matrix is
     smaller than the dense matrix."""
     rows, cols = 120, 400
@@ -127,15 +129,17 @@ def check_csr_break_even(answer: int | None) -> CheckResult:
     if not _csr_bytes(rows, cols, expected) < dense <= _csr_bytes(rows, cols, expected + 1):
         raise RuntimeError("PyTorch's CSR layout no longer costs a fixed size plus a constant per nonzero.")
     return check_numbers(
-        answer, [expected], names=["largest nnz"],
+        answer, [expected], names=["largest nnz"], solution=solution,
+        hints=["write CSR's size as a fixed part plus a cost per nonzero (section 8.2) and compare it with the "
+               "dense float32 size; count the row pointers too, and make sure CSR is strictly smaller at your nnz"],
         why=[f"dense takes {rows}·{cols}·4 = {dense} bytes; CSR takes {fixed} bytes of row pointers "
              f"(({rows} + 1)·8) plus {per_nonzero} bytes per nonzero (8 for the column index, 4 for the value), "
-             f"so {fixed} + {per_nonzero}·nnz < {dense} holds up to nnz = {expected} "
-             f"(sparsity {1 - expected / (rows * cols):.2%})"],
+             f"so CSR is smaller while {fixed} + {per_nonzero}·nnz < {dense}, a sparsity of about "
+             f"{1 - expected / (rows * cols):.1%}: the largest nnz is {expected}"],
     )
 
 
-def check_sliced_parameters(answer: Sequence[int] | None) -> CheckResult:
+def check_sliced_parameters(answer: Sequence[int] | None, *, solution: bool = False) -> CheckResult:
     """Exercise 3: parameters of the lecture's conv1 and conv2 after removing 3 of conv1's 6 output channels."""
     conv1, conv2 = nn.Conv2d(1, 6, 3), nn.Conv2d(6, 16, 3)
     kept = torch.arange(3)
@@ -146,7 +150,12 @@ def check_sliced_parameters(answer: Sequence[int] | None) -> CheckResult:
         narrow2.weight.copy_(conv2.weight[:, kept])
     expected = [sum(p.numel() for p in m.parameters()) for m in (narrow1, narrow2)]
     return check_numbers(
-        answer, expected, names=["conv1 parameters", "conv2 parameters"],
-        why=[f"conv1 keeps 3 filters of 1·3·3 weights and 3 biases: 3·9 + 3 = {expected[0]}",
-             f"conv2 keeps all 16 output channels but only 3 input channels: 16·3·3·3 + 16 = {expected[1]}"],
+        answer, expected, names=["conv1 parameters", "conv2 parameters"], solution=solution,
+        hints=["count the weights of one kept filter from conv1's shape (section 1), then the kept filters, and "
+               "do not forget their biases",
+               "conv2 keeps its output channels, but its filters read conv1's outputs: section 8.3 says what conv2 "
+               "loses when conv1's channels are removed"],
+        why=[f"conv1 keeps 3 filters of 1·3·3 weights and 3 biases: 3·9 + 3 = {expected[0]} parameters",
+             "conv2 keeps all 16 output channels but only 3 input channels: "
+             f"16·3·3·3 + 16 = {expected[1]} parameters"],
     )

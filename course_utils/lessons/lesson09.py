@@ -108,12 +108,14 @@ def smallest_fp16_loss_scale(gradient: float) -> float:
     return 2.0**k
 
 
-def check_loss_scale(answer: float | None, *, gradient: float) -> CheckResult:
+def check_loss_scale(answer: float | None, *, gradient: float, solution: bool = False) -> CheckResult:
     """Exercise 1: the smallest power-of-two loss scale that keeps ``gradient`` nonzero in fp16."""
     expected = smallest_fp16_loss_scale(gradient)
     tiny = torch.finfo(torch.float16).smallest_normal * torch.finfo(torch.float16).eps  # smallest subnormal
     return check_numbers(
-        answer, [expected], names=["loss scale S"],
+        answer, [expected], names=["loss scale S"], solution=solution,
+        hints=["compare g·S with fp16's smallest subnormal (section 1's table) and ask which products round to "
+               "it, not to 0, under rounding to nearest: the threshold is not the subnormal itself"],
         why=[f"fp16's smallest subnormal is 2^-24 ≈ {tiny:.3g}; rounding to nearest keeps g·S nonzero once "
              f"it exceeds half of that ({tiny / 2:.3g}), and {gradient:g}·S first does so at S = {expected:g}"],
     )
@@ -123,11 +125,19 @@ def scaler_schedule(*, init_scale: float, growth_interval: int, steps: int,
                     inf_steps: Sequence[int]) -> tuple[float, int]:
     """Run a real ``torch.amp.GradScaler("cpu", growth_factor=2, backoff_factor=0.5)`` for ``steps`` steps,
     injecting an inf gradient at ``inf_steps`` (numbered from 0); return ``(final scale, skipped steps)``."""
+    scales, skipped = _scaler_run(init_scale=init_scale, growth_interval=growth_interval, steps=steps,
+                                  inf_steps=inf_steps)
+    return scales[-1] if scales else float(init_scale), skipped
+
+
+def _scaler_run(*, init_scale: float, growth_interval: int, steps: int,
+                inf_steps: Sequence[int]) -> tuple[list[float], int]:
+    """:func:`scaler_schedule`'s run: ``(the scale after each update(), skipped steps)``."""
     weight = torch.nn.Parameter(torch.ones(2))
     optimizer = torch.optim.SGD([weight], lr=0.1)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_factor=2.0, backoff_factor=0.5,
                                   growth_interval=growth_interval)
-    skipped = 0
+    scales, skipped = [], 0
     for step in range(steps):
         optimizer.zero_grad()
         scaler.scale((weight**2).sum()).backward()
@@ -136,18 +146,28 @@ def scaler_schedule(*, init_scale: float, growth_interval: int, steps: int,
         before = weight.detach().clone()
         scaler.step(optimizer)
         scaler.update()
+        scales.append(scaler.get_scale())
         skipped += int(torch.equal(before, weight.detach()))
-    return scaler.get_scale(), skipped
+    return scales, skipped
 
 
 def check_scaler_schedule(answer: Sequence[float] | None, *, init_scale: float, growth_interval: int, steps: int,
-                          inf_steps: Sequence[int]) -> CheckResult:
+                          inf_steps: Sequence[int], solution: bool = False) -> CheckResult:
     """Exercise 2: ``(final scale, skipped steps)`` of the GradScaler schedule given by the arguments."""
-    scale, skipped = scaler_schedule(init_scale=init_scale, growth_interval=growth_interval, steps=steps,
-                                     inf_steps=inf_steps)
+    scales, skipped = _scaler_run(init_scale=init_scale, growth_interval=growth_interval, steps=steps,
+                                  inf_steps=inf_steps)
+    scale = scales[-1] if scales else float(init_scale)
+    trace = ", ".join(f"{s:g}" for s in scales)
     return check_numbers(
-        answer, [scale, skipped], names=["final scale", "skipped steps"],
-        why=[f"each step with an inf halves the scale and resets the counter; every {growth_interval} "
-             f"consecutive finite steps double it: the scale ends at {scale:g}",
-             f"only the {len(inf_steps)} steps with an inf gradient are skipped ({skipped})"],
+        answer, [scale, skipped], names=["final scale", "skipped steps"], solution=solution,
+        hints=["follow the scale step by step with section 4's rules ('Dynamic loss scaling, step by step'): what "
+               "an inf does to it, and after how many consecutive clean steps it grows (the count starts again "
+               "after an inf)",
+               "section 4 says which steps scaler.step(optimizer) skips; a step at which the scale grows is not "
+               "one of them"],
+        why=[f"the final scale: each step with an inf halves the scale and restarts the count of clean steps, and "
+             f"every {growth_interval} consecutive clean steps double it; after each update() it is {trace}, "
+             f"so it ends at {scale:g}",
+             f"skipped steps: only the steps with an inf gradient ({', '.join(map(str, inf_steps))}) are skipped, "
+             f"the others update the weight: {skipped}"],
     )

@@ -128,17 +128,25 @@ def _steps_traced(*, wait: int, warmup: int, active: int, repeat: int, skip_firs
 
 
 def check_schedule(answer: Sequence[int] | None, *, wait: int, warmup: int, active: int, repeat: int,
-                   skip_first: int, steps: int) -> CheckResult:
+                   skip_first: int, steps: int, solution: bool = False) -> CheckResult:
     """Exercise 1: how many steps a profiler with this schedule records over ``steps`` steps, and how many
     times it calls ``on_trace_ready``: ``(recorded steps, traces)``. The expected answer comes from running
-    the profiler with that schedule."""
+    the profiler with that schedule; ``solution=True`` shows how it is found."""
     recorded, traces = _steps_traced(wait=wait, warmup=warmup, active=active, repeat=repeat,
                                      skip_first=skip_first, steps=steps)
     cycle = wait + warmup + active
-    return check_numbers(answer, [recorded, traces], names=["recorded steps", "traces"], why=[
-        f"after skip_first={skip_first} steps, each cycle of wait+warmup+active = {cycle} steps records its last "
-        f"{active}, and repeat={repeat} cycles fit: {traces} × {active} = {recorded}",
-        f"on_trace_ready runs once at the end of each cycle's active steps: {traces} time(s)"])
+    limit = f"repeat={repeat}" if repeat else "repeat=0: until the loop ends"
+    total = (f"{traces} cycle(s) run ({limit}): {traces} × {active} = {recorded}" if recorded == traces * active
+             else f"{traces} cycle(s) run ({limit}), the last one cut short by the end of the loop: {recorded} in all")
+    return check_numbers(
+        answer, [recorded, traces], names=["recorded steps", "traces"], solution=solution,
+        hints=["section 3: skip_first counts once, not per cycle; the warm-up steps are traced but thrown away; "
+               "repeat caps the cycles. Did you count the warm-up steps as recorded?",
+               "section 3: on_trace_ready receives one cycle's recorded steps at a time; how many cycles run?"],
+        why=[f"recorded steps: after the skip_first={skip_first} step(s), skipped once, each cycle of wait + warmup "
+             f"+ active = {wait} + {warmup} + {active} = {cycle} steps records only its {active} active step(s) (the "
+             f"warm-up is thrown away); {total}",
+             f"traces: on_trace_ready is called once at the end of each cycle's active steps: {traces} time(s)"])
 
 
 def linear_intensity(batch: int, features_in: int, features_out: int) -> tuple[int, int]:
@@ -153,10 +161,16 @@ def linear_intensity(batch: int, features_in: int, features_out: int) -> tuple[i
     return flops, sum(t.numel() * t.element_size() for t in tensors)
 
 
-def check_linear_intensity(answer: float | None, *, batch: int, features_in: int, features_out: int) -> CheckResult:
-    """Exercise 2: the arithmetic intensity (FLOP/byte) of an fp32 linear layer's forward."""
+def check_linear_intensity(answer: float | None, *, batch: int, features_in: int, features_out: int,
+                           solution: bool = False) -> CheckResult:
+    """Exercise 2: the arithmetic intensity (FLOP/byte) of an fp32 linear layer's forward; ``solution=True`` shows
+    how it is found."""
     flops, nbytes = linear_intensity(batch, features_in, features_out)
-    return check_numbers(answer, [flops / nbytes], names=["FLOP/byte"], rtol=0.01, why=[
-        f"the product x @ W.T has 2·{batch}·{features_in}·{features_out} = {flops:,} FLOPs, and x, W, b and y "
-        f"hold 4·({batch}·{features_in} + {features_out}·{features_in} + {features_out} + {batch}·{features_out})"
-        f" = {nbytes:,} bytes: {flops / nbytes:.3g} FLOP/byte"])
+    return check_numbers(
+        answer, [flops / nbytes], names=["FLOP/byte"], rtol=0.01, solution=solution,
+        hints=["divide the FLOPs of the product x @ W.T (section 2 counts them) by the bytes moved, 4 a float; "
+               "did you count the bytes of all four tensors x, W, b and y?"],
+        why=[f"the product x @ W.T costs 2·{batch}·{features_in}·{features_out} = {flops:,} FLOPs; x, W, b and y "
+             f"hold 4·({batch}·{features_in} + {features_out}·{features_in} + {features_out} + "
+             f"{batch}·{features_out}) = {nbytes:,} bytes, each moved once: the arithmetic intensity is "
+             f"{flops:,} / {nbytes:,} = {flops / nbytes:.3g} FLOP/byte"])

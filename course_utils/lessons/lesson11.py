@@ -40,13 +40,21 @@ def graphs_and_breaks(fn: Callable[..., Any], *args: Any) -> tuple[int, int]:
     return explained.graph_count, explained.graph_break_count
 
 
-def check_graph_breaks(answer: Sequence[int] | None, fn: Callable[..., Any], *args: Any) -> CheckResult:
-    """Exercise 1: ``(graphs, graph breaks)`` of ``fn(*args)``, counted by ``torch._dynamo.explain``."""
+def check_graph_breaks(answer: Sequence[int] | None, fn: Callable[..., Any], *args: Any,
+                       solution: bool = False) -> CheckResult:
+    """Exercise 1: ``(graphs, graph breaks)`` of ``fn(*args)``, counted by ``torch._dynamo.explain``;
+    ``solution=True`` shows how they are found."""
     graphs, breaks = graphs_and_breaks(fn, *args)
-    return check_numbers(answer, [graphs, breaks], names=["graphs", "graph breaks"], why=[
-        f"torch._dynamo.explain counts {graphs} graph(s): each break ends a graph and a new one starts after it",
-        f"it counts {breaks} break(s): each call Dynamo cannot trace (a print, a branch on a tensor's value, "
-        f".item() into Python) breaks the graph"])
+    return check_numbers(
+        answer, [graphs, breaks], names=["graphs", "graph breaks"], solution=solution,
+        hints=["count the breaks first (section 2): at each one the graph so far ends, and a new one starts after it",
+               "read the function line by line for what section 2 says Dynamo cannot trace: a side effect such as "
+               "print, a Python branch on a tensor's value, or a tensor's value read into a Python number "
+               "(.item()). Did you count every one of them?"],
+        why=[f"graphs: each graph break ends the graph so far and a new one starts after it; "
+             f"torch._dynamo.explain counts {graphs} graph(s)",
+             f"graph breaks: each call that Dynamo cannot trace (a print, a branch on a tensor's value, .item() "
+             f"into Python) breaks the graph; torch._dynamo.explain counts {breaks} break(s)"])
 
 
 def compilations(shapes: Sequence[Sequence[int]], *, dynamic: bool | None) -> int:
@@ -70,15 +78,28 @@ def compilations(shapes: Sequence[Sequence[int]], *, dynamic: bool | None) -> in
     return count
 
 
-def check_recompilations(answer: int | None, *, shapes: Sequence[Sequence[int]], dynamic: bool | None) -> CheckResult:
-    """Exercise 2: how many compilations a sequence of calls costs, counted by compiling them for real."""
+def check_recompilations(answer: int | None, *, shapes: Sequence[Sequence[int]], dynamic: bool | None,
+                         solution: bool = False) -> CheckResult:
+    """Exercise 2: how many compilations a sequence of calls costs, counted by compiling them for real;
+    ``solution=True`` shows how they are found."""
     expected = compilations(shapes, dynamic=dynamic)
-    return check_numbers(answer, [expected], names=["compilations"], why=[
-        f"with dynamic={dynamic}, a new shape fails the shape guards of the compiled graph(s); a shape seen "
-        f"before reuses its graph"
-        + ("; with dynamic=None the first recompilation marks the changed size dynamic, and later sizes reuse "
-           "that graph" if dynamic is None else "")
-        + f": {expected} compilation(s)"])
+    distinct = list(dict.fromkeys(tuple(shape) for shape in shapes))
+    if dynamic is False:
+        how = ("every shape not seen before fails the shape guards and compiles a fully specialised graph, and a "
+               "shape seen before reuses its graph"
+               + (f"; the calls have {len(distinct)} distinct shape(s), {', '.join(map(str, distinct))}"
+                  if len(distinct) == expected else ""))
+    elif dynamic is None:
+        how = ("the first shape compiles a specialised graph; the first new size fails its guard and recompiles "
+               "once with that size symbolic, and later sizes reuse that graph")
+    else:
+        how = "sizes are symbolic from the start (only sizes 0 and 1 are specialised), so new sizes reuse the graph"
+    return check_numbers(
+        answer, [expected], names=["compilations"], solution=solution,
+        hints=[f"section 3's table says what a new shape does under dynamic={dynamic}; go through the calls in "
+               "order. " + ("Did you count a shape seen before as a new compilation?" if dynamic is False else
+                            "Did you count a compilation for every new size?")],
+        why=[f"compilations: with dynamic={dynamic}, {how}: {expected} compilation(s)"])
 
 
 def break_even_calls(compile_seconds: float, eager_seconds: float, compiled_seconds: float) -> int | None:
@@ -90,14 +111,19 @@ def break_even_calls(compile_seconds: float, eager_seconds: float, compiled_seco
 
 
 def check_break_even(answer: int | None, *, compile_seconds: float, eager_seconds: float,
-                     compiled_seconds: float) -> CheckResult:
-    """Exercise 3: the calls it takes for a compile time to pay off."""
+                     compiled_seconds: float, solution: bool = False) -> CheckResult:
+    """Exercise 3: the calls it takes for a compile time to pay off; ``solution=True`` shows how they are found."""
     expected = break_even_calls(compile_seconds, eager_seconds, compiled_seconds)
     if expected is None:
         raise ValueError("the exercise needs a compiled call faster than the eager one.")
-    return check_numbers(answer, [expected], names=["calls"], why=[
-        f"each call saves {eager_seconds - compiled_seconds:g} s, and {compile_seconds:g} s / "
-        f"{eager_seconds - compiled_seconds:g} s rounded up is {expected}"])
+    saved = eager_seconds - compiled_seconds
+    return check_numbers(
+        answer, [expected], names=["calls"], solution=solution,
+        hints=["section 4, 'Does it pay?': weigh what one call saves against what the compile costs. Did you put "
+               "both times in the same unit (ms against s), and round up to a whole call?"],
+        why=[f"break-even: each call saves {eager_seconds:g} s - {compiled_seconds:g} s = {saved:g} s, so the "
+             f"{compile_seconds:g} s compile is paid back after ⌈{compile_seconds:g} / {saved:g}⌉ = "
+             f"{expected:,} calls"])
 
 
 class _TensorsMade(TorchDispatchMode):
@@ -137,13 +163,18 @@ def remapped_pages(fn: Callable[[torch.Tensor], Any], shape: Sequence[int], *, p
 
 
 def check_page_faults(answer: int | None, fn: Callable[[torch.Tensor], Any], *, shape: Sequence[int],
-                      page_size: int) -> CheckResult:
+                      page_size: int, solution: bool = False) -> CheckResult:
     """Exercise 4: the minor page faults of one eager call of ``fn`` on a float32 input of ``shape`` (Linux, glibc),
     counted from the tensors the function creates; malloc's header page of each block is not counted (the answer
-    may include it: within 0.1%)."""
+    may include it: within 0.1%). ``solution=True`` shows how they are found."""
     sizes = [n for n in tensors_made(fn, shape) if n >= MMAP_THRESHOLD_MAX]
     expected = remapped_pages(fn, shape, page_size=page_size)
     each = ", ".join(f"{n / 2**20:g} MiB" for n in sizes) or "none"
-    return check_numbers(answer, [expected], names=["page faults a call"], rtol=1e-3, why=[
-        f"the call creates {len(sizes)} tensor(s) of 32 MiB or more ({each}); glibc maps each one afresh, and "
-        f"each of its pages of {page_size:,} B faults at first touch: {expected:,} page faults"])
+    return check_numbers(
+        answer, [expected], names=["page faults a call"], rtol=1e-3, solution=solution,
+        hints=[f"section 4, 'The allocator is in the measurement': list the tensors one call creates (the input "
+               f"is not one of them), keep those that glibc maps afresh, and count the pages of {page_size:,} B "
+               f"that each spans. Did you count every temporary?"],
+        why=[f"page faults a call: the call creates {len(sizes)} tensor(s) of 32 MiB or more ({each}); glibc maps "
+             f"each one afresh, and each of its pages of {page_size:,} B faults at first touch: "
+             f"{expected:,} page faults"])

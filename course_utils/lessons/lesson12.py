@@ -1,5 +1,6 @@
-"""Lesson 12 (memory and sharded training): the exercise checks, and the plumbing of its memory measurements (the
-allocator's peak seen by the profiler, the profiler's memory timeline, a count of the operators that ran)."""
+"""Lesson 12 (memory and sharded training): the exercise checks, the plumbing of its memory measurements (the
+allocator's peak seen by the profiler, the profiler's memory timeline, a count of the operators that ran), and the
+pictures of ZeRO's stages and of an FSDP unit's life in one step."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from matplotlib.axes import Axes
+from matplotlib.patches import Patch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -89,32 +92,133 @@ def count_ops() -> Iterator[Counter[str]]:
         yield counts
 
 
+# ---------------------------------------- pictures: ZeRO's stages, an FSDP unit's life
+
+ZERO_SHARDED = {0: (), 1: ("optimizer state",), 2: ("optimizer state", "gradients"),
+                3: ("optimizer state", "gradients", "weights")}  # what each stage (0: DDP) splits over the ranks
+_PART_COLORS = {"weights": "tab:blue", "gradients": "tab:orange", "optimizer state": "tab:green"}
+
+
+def zero_bytes_per_parameter(stage: int, ranks: int, k: int = 12) -> dict[str, float]:
+    """Bytes per parameter each rank holds under ZeRO ``stage`` (0: DDP) with mixed-precision Adam: fp16 weights and
+    gradients (2 B each), ``k`` B of fp32 optimizer state; a sharded part is divided by ``ranks``.
+
+    Raises:
+        ValueError: for a stage outside 0–3, fewer than 1 rank or a negative ``k``.
+    """
+    if stage not in ZERO_SHARDED or ranks < 1 or k < 0:
+        raise ValueError(f"stage is 0 (DDP) to 3, ranks at least 1 and k at least 0; got {stage}, {ranks}, {k}.")
+    sizes = {"weights": 2, "gradients": 2, "optimizer state": k}
+    return {part: size / ranks if part in ZERO_SHARDED[stage] else float(size) for part, size in sizes.items()}
+
+
+def draw_zero_stages(ax: Axes, ranks: int = 4, k: int = 12) -> None:
+    """One bar per rank for each stage: the bytes per parameter it holds, hatched where it holds a 1/N shard."""
+    width = ranks + 1.5
+    for stage in ZERO_SHARDED:
+        held = zero_bytes_per_parameter(stage, ranks, k)
+        for r in range(ranks):
+            bottom = 0.0
+            for part, size in held.items():
+                ax.bar(stage * width + r, size, bottom=bottom, color=_PART_COLORS[part], edgecolor="white",
+                       hatch="///" if part in ZERO_SHARDED[stage] else None)
+                bottom += size
+        ax.text(stage * width + (ranks - 1) / 2, bottom + 0.3, f"{bottom:g} B on each rank", ha="center", fontsize=9)
+    ax.set_xticks([stage * width + (ranks - 1) / 2 for stage in ZERO_SHARDED],
+                  ["DDP" if stage == 0 else f"ZeRO-{stage}" for stage in ZERO_SHARDED])
+    ax.set_ylabel("bytes per parameter")
+    ax.set_title(f"what each of {ranks} ranks holds, mixed-precision Adam (K = {k})", fontsize=10)
+    ax.legend(handles=[Patch(color=c, label=part) for part, c in _PART_COLORS.items()]
+              + [Patch(facecolor="white", edgecolor="gray", hatch="///", label=f"a 1/{ranks} shard")],
+              fontsize=8, loc="upper right")
+    ax.set_ylim(0, (4 + k) * 1.2)
+
+
+FSDP_EVENTS = ("all-gather", "forward", "free", "backward", "reduce-scatter")
+_EVENT_STYLE = {"all-gather": ("AG", "tab:purple"), "forward": ("F", "tab:blue"), "free": ("free", "lightgray"),
+                "backward": ("B", "tab:orange"), "reduce-scatter": ("RS", "tab:red")}
+
+
+def fsdp_schedule(blocks: int, reshard_after_forward: bool | None) -> list[tuple[str, str]]:
+    """What FSDP2 does, in order, in one training step of ``blocks`` units under a root unit: (unit, event).
+
+    The root's pre-forward all-gathers what the blocks do not hold (here: the head), the blocks are gathered, run
+    and (if resharded) freed in turn, and the backward pass runs in reverse, gathering again what was freed and
+    reduce-scattering each unit's gradients. ``None`` (FSDP2's default) reshards every unit but the root.
+
+    Raises:
+        ValueError: for fewer than 1 block.
+    """
+    if blocks < 1:
+        raise ValueError(f"blocks must be at least 1, got {blocks}.")
+    units = [f"block {b + 1}" for b in range(blocks)]
+    reshards = {unit: reshard_after_forward is not False and (reshard_after_forward or unit != "root")
+                for unit in [*units, "root"]}
+    events = [("root", "all-gather")]
+    for unit in units:
+        events += [(unit, "all-gather"), (unit, "forward")] + ([(unit, "free")] if reshards[unit] else [])
+    events += [("root", "forward")] + ([("root", "free")] if reshards["root"] else [])
+    events += ([("root", "all-gather")] if reshards["root"] else []) + [("root", "backward")]
+    for unit in reversed(units):
+        events += ([(unit, "all-gather")] if reshards[unit] else []) + [(unit, "backward"), (unit, "reduce-scatter")]
+    return events + [("root", "reduce-scatter")]
+
+
+def draw_fsdp_schedule(schedule: Sequence[tuple[str, str]], ax: Axes, title: str) -> None:
+    """The schedule as a timeline: a row per unit, a box per event in the order they happen."""
+    rows = list(dict.fromkeys(unit for unit, _ in schedule if unit != "root")) + ["root"]
+    for t, (unit, event) in enumerate(schedule):
+        label, color = _EVENT_STYLE[event]
+        ax.barh(rows.index(unit), 0.92, left=t, color=color)
+        ax.text(t + 0.46, rows.index(unit), label, ha="center", va="center", fontsize=7,
+                color="black" if event == "free" else "white")
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xticks([])
+    ax.set_title(title, fontsize=9, loc="left")
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+
+
 def check_zero_memory(answer: Sequence[float] | None, *, parameters: float = 1.5e9, ranks: int = 8,
-                      optimizer_bytes: int = 12) -> CheckResult:
+                      optimizer_bytes: int = 12, solution: bool = False) -> CheckResult:
     """Exercise 1: GB (10**9 bytes) per rank for (DDP, ZeRO-1, ZeRO-2, ZeRO-3) in mixed-precision Adam training:
-    2 bytes of fp16 weights and 2 of fp16 gradients per parameter, ``optimizer_bytes`` of fp32 state (K)."""
+    2 bytes of fp16 weights and 2 of fp16 gradients per parameter, ``optimizer_bytes`` of fp32 state (K);
+    ``solution=True`` shows how they are found."""
     p, n, k = parameters / 1e9, ranks, optimizer_bytes
     expected = [(2 + 2 + k) * p, (2 + 2) * p + k * p / n, 2 * p + (2 + k) * p / n, (2 + 2 + k) * p / n]
-    return check_numbers(answer, expected, names=["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"], why=[
-        f"every rank holds everything: (2 + 2 + {k}) B × {p:g} G = {expected[0]:g} GB",
-        f"the optimizer state is split: (2 + 2) × {p:g} + {k} × {p:g} / {n} = {expected[1]:g} GB",
-        f"the gradients too: 2 × {p:g} + (2 + {k}) × {p:g} / {n} = {expected[2]:g} GB",
-        f"and the weights: (2 + 2 + {k}) × {p:g} / {n} = {expected[3]:g} GB"], rtol=1e-2)
+    return check_numbers(
+        answer, expected, names=["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"], rtol=1e-2, solution=solution,
+        hints=[f"section 4: DDP shards nothing, so every rank holds the fp16 weights, the fp16 gradients and the "
+               f"optimizer state of every parameter; 1 byte per parameter is {p:g} GB here",
+               "start from DDP: ZeRO-1 splits only the optimizer state among the ranks (section 4's table)",
+               "start from ZeRO-1: ZeRO-2 splits the gradients among the ranks too",
+               "ZeRO-3 splits the weights too: what is left that every rank holds whole?"],
+        why=[f"DDP: every rank holds everything: (2 + 2 + {k}) B × {p:g} G = {expected[0]:g} GB",
+             f"ZeRO-1: the optimizer state is split: (2 + 2) × {p:g} + {k} × {p:g} / {n} = {expected[1]:g} GB",
+             f"ZeRO-2: the gradients too: 2 × {p:g} + (2 + {k}) × {p:g} / {n} = {expected[2]:g} GB",
+             f"ZeRO-3: and the weights: (2 + 2 + {k}) × {p:g} / {n} = {expected[3]:g} GB"])
 
 
 def check_accumulation(answer: Sequence[int] | None, *, global_batch: int = 512, micro_batch: int = 16,
-                       ranks: int = 4) -> CheckResult:
+                       ranks: int = 4, solution: bool = False) -> CheckResult:
     """Exercise 2: (micro-steps per optimizer step, all-reduce rounds per optimizer step without ``no_sync``, with
-    ``no_sync`` on all micro-steps but the last)."""
+    ``no_sync`` on all micro-steps but the last); ``solution=True`` shows how they are found."""
     if global_batch % (micro_batch * ranks):
         raise ValueError("the global batch must be a multiple of micro_batch × ranks.")
     k = global_batch // (micro_batch * ranks)
-    return check_numbers(answer, [k, k, 1], names=["micro-steps", "rounds without no_sync", "rounds with no_sync"],
-                         why=[f"each micro-step consumes {micro_batch} × {ranks} = {micro_batch * ranks} samples: "
-                              f"{global_batch} / {micro_batch * ranks} = {k}",
-                              "DDP all-reduces all the gradients (in buckets) in every backward pass",
-                              "under no_sync the gradients only accumulate locally: one all-reduce, in the last "
-                              "backward pass"])
+    return check_numbers(
+        answer, [k, k, 1], names=["micro-steps", "rounds without no_sync", "rounds with no_sync"], solution=solution,
+        hints=["section 2: a micro-step runs on every rank at once; did you count the samples of all the ranks in "
+               "one micro-step?",
+               "section 2, under DDP: which backward passes all-reduce the gradients when nothing turns it off?",
+               "section 2: no_sync is on for every micro-step but the last; which backward passes still all-reduce?"],
+        why=[f"micro-steps: each micro-step consumes {micro_batch} × {ranks} = {micro_batch * ranks} samples, so "
+             f"an optimizer step takes {global_batch} / {micro_batch * ranks} = {k}",
+             f"rounds without no_sync: DDP all-reduces all the gradients (in buckets) in every backward pass, one "
+             f"round per micro-step: {k}",
+             "rounds with no_sync: under no_sync the gradients only accumulate locally, and the last backward pass "
+             "all-reduces their sum: 1"])
 
 
 def shard_rows(rows: int, ranks: int) -> list[int]:
@@ -126,12 +230,21 @@ def shard_rows(rows: int, ranks: int) -> list[int]:
     return chunks + [0] * (ranks - len(chunks))
 
 
-def check_shard_rows(answer: Sequence[int] | None, *, rows: int = 300, ranks: int = 8) -> CheckResult:
-    """Exercise 3: (rows on rank 0, rows on the last rank) of a weight with ``rows`` rows under ``fully_shard``."""
+def check_shard_rows(answer: Sequence[int] | None, *, rows: int = 300, ranks: int = 8,
+                     solution: bool = False) -> CheckResult:
+    """Exercise 3: (rows on rank 0, rows on the last rank) of a weight with ``rows`` rows under ``fully_shard``;
+    ``solution=True`` shows how they are found."""
     split = shard_rows(rows, ranks)
     size = math.ceil(rows / ranks)
-    return check_numbers(answer, [split[0], split[-1]], names=["rank 0", f"rank {ranks - 1}"], why=[
-        f"dim 0 is cut into chunks of ceil({rows} / {ranks}) = {size} rows, as torch.chunk does",
-        f"the last rank gets what is left: {rows} - {ranks - 1} × {size} = {split[-1]} "
-        f"(FSDP pads it to {size} rows for the collectives)" if split[-1] else
-        f"{rows} rows make only {len([s for s in split if s])} chunks of {size}: the last rank holds none"])
+    last = ranks - 1
+    return check_numbers(
+        answer, [split[0], split[-1]], names=["rank 0", f"rank {last}"], solution=solution,
+        hints=["section 4: fully_shard cuts dimension 0 as torch.chunk would; how large does torch.chunk make its "
+               "chunks when the rows do not divide evenly among the ranks?",
+               f"the ranks before rank {last} each take a full chunk: what is left for rank {last}?"],
+        why=[f"rank 0: dim 0 is cut into chunks of ceil({rows} / {ranks}) = {size} rows, as torch.chunk does: "
+             f"{split[0]} rows",
+             f"rank {last}: FSDP pads its shard to {size} rows for the collectives, but it holds what is left: "
+             f"{rows} - {last} × {size} = {split[-1]} rows" if split[-1] else
+             f"rank {last}: {rows} rows make only {len([s for s in split if s])} chunks of {size}, so rank {last} "
+             f"holds none: 0 rows"])
