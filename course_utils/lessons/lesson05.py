@@ -78,13 +78,18 @@ def draw_collectives(inputs: ArrayLike, axes: np.ndarray) -> None:
         axes[row, 0].set_yticks(range(world), [f"rank {r}" for r in range(world)], fontsize=9)
 
 
+def _box(ax: Axes, x: float, y: float, value: float, shade: float, colors: str, fontsize: int, dark: bool) -> None:
+    """A value in a box at (x, y), shaded from light (0) to dark (1) in the colormap ``colors``; white text if dark."""
+    ax.add_patch(Rectangle((x, y - 0.4), 0.95, 0.8, color=plt.get_cmap(colors)(shade)))
+    ax.text(x + 0.47, y, f"{value:g}", ha="center", va="center", fontsize=fontsize,
+            color="white" if dark else "black")
+
+
 def _draw_ranks(ax: Axes, held: Sequence[np.ndarray], vmax: float) -> None:
     width = max(len(v) for v in held)
     for r, values in enumerate(held):
         for c, value in enumerate(values):
-            ax.add_patch(Rectangle((c, r - 0.4), 0.95, 0.8, color=plt.cm.Blues(0.2 + 0.7 * value / vmax)))
-            ax.text(c + 0.47, r, f"{value:g}", ha="center", va="center", fontsize=9,
-                    color="white" if value / vmax > 0.45 else "black")
+            _box(ax, c, r, value, 0.2 + 0.7 * value / vmax, "Blues", 9, dark=value / vmax > 0.45)
     ax.set_xlim(0, max(width, 4))
     ax.set_ylim(len(held) - 0.5, -0.5)
     ax.set_xticks([])
@@ -128,7 +133,7 @@ def ring_all_reduce(inputs: ArrayLike) -> RingTrace:
     sent = [0] * world
     for step in range(2 * (world - 1)):
         gather = step >= world - 1  # the second phase forwards finished sums instead of adding
-        chunk_of = [(r - step) % world if not gather else (r + 1 - (step - world + 1)) % world for r in range(world)]
+        chunk_of = [(r - step) % world for r in range(world)]  # each rank passes on what it received last
         payload = [(chunks[r][chunk_of[r]].copy(), count[r][chunk_of[r]]) for r in range(world)]
         for r, (data, n) in enumerate(payload):
             receiver, c = (r + 1) % world, chunk_of[r]
@@ -148,10 +153,8 @@ def draw_ring_all_reduce(trace: RingTrace, ax: Axes) -> None:
         for r in range(world):
             for c in range(world):
                 x = r * (world + 0.6) + c
-                shade = plt.cm.Greens(0.15 + 0.75 * counts[r][c] / world)
-                ax.add_patch(Rectangle((x, step - 0.4), 0.95, 0.8, color=shade))
-                ax.text(x + 0.47, step, f"{row[r][c]:g}", ha="center", va="center", fontsize=8,
-                        color="white" if counts[r][c] / world > 0.5 else "black")
+                share = counts[r][c] / world
+                _box(ax, x, step, row[r][c], 0.15 + 0.75 * share, "Greens", 8, dark=share > 0.5)
                 if step < len(trace.sends) and trace.sends[step][r] == c:
                     ax.add_patch(Rectangle((x, step - 0.4), 0.95, 0.8, fill=False, edgecolor="tab:red", lw=2))
     ax.set_xlim(-0.2, world * (world + 0.6))

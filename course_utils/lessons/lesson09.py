@@ -127,17 +127,17 @@ def scaler_schedule(*, init_scale: float, growth_interval: int, steps: int,
     injecting an inf gradient at ``inf_steps`` (numbered from 0); return ``(final scale, skipped steps)``."""
     scales, skipped = _scaler_run(init_scale=init_scale, growth_interval=growth_interval, steps=steps,
                                   inf_steps=inf_steps)
-    return scales[-1] if scales else float(init_scale), skipped
+    return scales[-1], skipped
 
 
 def _scaler_run(*, init_scale: float, growth_interval: int, steps: int,
                 inf_steps: Sequence[int]) -> tuple[list[float], int]:
-    """:func:`scaler_schedule`'s run: ``(the scale after each update(), skipped steps)``."""
+    """:func:`scaler_schedule`'s run: ``(the initial scale, then the scale after each update(), skipped steps)``."""
     weight = torch.nn.Parameter(torch.ones(2))
     optimizer = torch.optim.SGD([weight], lr=0.1)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_factor=2.0, backoff_factor=0.5,
                                   growth_interval=growth_interval)
-    scales, skipped = [], 0
+    scales, skipped = [float(init_scale)], 0
     for step in range(steps):
         optimizer.zero_grad()
         scaler.scale((weight**2).sum()).backward()
@@ -156,8 +156,7 @@ def check_scaler_schedule(answer: Sequence[float] | None, *, init_scale: float, 
     """Exercise 2: ``(final scale, skipped steps)`` of the GradScaler schedule given by the arguments."""
     scales, skipped = _scaler_run(init_scale=init_scale, growth_interval=growth_interval, steps=steps,
                                   inf_steps=inf_steps)
-    scale = scales[-1] if scales else float(init_scale)
-    trace = ", ".join(f"{s:g}" for s in scales)
+    scale, trace = scales[-1], ", ".join(f"{s:g}" for s in scales[1:])
     return check_numbers(
         answer, [scale, skipped], names=["final scale", "skipped steps"], solution=solution,
         hints=["follow the scale step by step with section 4's rules ('Dynamic loss scaling, step by step'): what "

@@ -134,7 +134,6 @@ def draw_zero_stages(ax: Axes, ranks: int = 4, k: int = 12) -> None:
     ax.set_ylim(0, (4 + k) * 1.2)
 
 
-FSDP_EVENTS = ("all-gather", "forward", "free", "backward", "reduce-scatter")
 _EVENT_STYLE = {"all-gather": ("AG", "tab:purple"), "forward": ("F", "tab:blue"), "free": ("free", "lightgray"),
                 "backward": ("B", "tab:orange"), "reduce-scatter": ("RS", "tab:red")}
 
@@ -186,7 +185,7 @@ def check_zero_memory(answer: Sequence[float] | None, *, parameters: float = 1.5
     2 bytes of fp16 weights and 2 of fp16 gradients per parameter, ``optimizer_bytes`` of fp32 state (K);
     ``solution=True`` shows how they are found."""
     p, n, k = parameters / 1e9, ranks, optimizer_bytes
-    expected = [(2 + 2 + k) * p, (2 + 2) * p + k * p / n, 2 * p + (2 + k) * p / n, (2 + 2 + k) * p / n]
+    expected = [sum(zero_bytes_per_parameter(stage, n, k).values()) * p for stage in ZERO_SHARDED]
     return check_numbers(
         answer, expected, names=["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"], rtol=1e-2, solution=solution,
         hints=[f"section 4: DDP shards nothing, so every rank holds the fp16 weights, the fp16 gradients and the "
