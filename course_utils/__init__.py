@@ -40,7 +40,7 @@ from course_utils.launch import free_port, free_ports, read_rank_results, run_pr
 from course_utils.live_view import automated_driver, live_view_allowed, live_view_host
 from course_utils.memory import peak_memory, saved_for_backward, tensor_bytes
 from course_utils.models import layer_costs, serialized_size
-from course_utils.plotting import plot_curves, set_figure_defaults, show_images
+from course_utils.plotting import plot_curves, set_figure_defaults, show, show_images
 from course_utils.profile import PROFILE_ENV, Profile, get_profile
 from course_utils.progress import keras_verbose, progress
 from course_utils.seeding import seed_everything
@@ -124,6 +124,6 @@ __all__ = [
     "measure", "measure_interleaved", "page_faults", "parallel_efficiency", "peak_memory", "plot_curves", "progress",
     "read_rank_results", "reveal", "rotations", "run_processes",
     "saved_for_backward", "scratch_dir", "script_diff", "seed_everything",
-    "serialized_size", "setup", "show_images", "speedup", "stopwatch", "tensor_bytes", "tf_dataset",
+    "serialized_size", "setup", "show", "show_images", "speedup", "stopwatch", "tensor_bytes", "tf_dataset",
     "torchrun_command", "train_classifier",
 ]

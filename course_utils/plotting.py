@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -81,3 +85,39 @@ def show_images(images: torch.Tensor | np.ndarray, labels: Sequence[str] | None 
     return fig
 
 
+@dataclass(frozen=True)
+class DescribedFigure:
+    """A rendered figure and its alt text: what a screen reader reads, and what text-only views show."""
+
+    png: bytes
+    alt: str
+
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
+        data = base64.b64encode(self.png).decode("ascii")
+        return {"text/html": f'<img src="data:image/png;base64,{data}" alt="{html.escape(self.alt)}">',
+                "text/plain": f"[figure] {self.alt}"}
+
+    def __repr__(self) -> str:
+        return f"[figure] {self.alt}"
+
+
+def show(fig: Figure | None = None, *, alt: str) -> None:
+    """Display a figure (default: pyplot's current one) with its alt text, then close it.
+
+    Use it instead of ``plt.show()``: JupyterLab, Colab, the published pages and the decks render an
+    ``<img alt=...>``, and text-only views (and nbval) see the description. Describe what the figure shows
+    and what to read from it, in a sentence or two; leave out measured numbers that change between runs.
+
+    Raises:
+        ValueError: if ``alt`` is blank or longer than 600 characters.
+    """
+    if not alt.strip():
+        raise ValueError("alt is empty: describe what the figure shows, e.g. alt='Loss against step for ...'.")
+    if len(alt) > 600:
+        raise ValueError(f"alt has {len(alt)} characters: keep it under 600, and put the rest in the text.")
+    fig = plt.gcf() if fig is None else fig
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight")
+    plt.close(fig)
+    from IPython.display import display
+    display(DescribedFigure(buffer.getvalue(), alt.strip()))

@@ -138,8 +138,8 @@ def test_an_unknown_profile_or_data_root_blocks_every_lesson():
 
 
 def test_missing_or_broken_packages_block_the_lessons_that_import_them():
-    assert blocked(without(machine(), "tensorflow")) == ["01", "02", "04", "06", "09", "10", "11"]
-    assert blocked(machine(tf_error="ImportError: broken")) == ["01", "02", "04", "06", "09", "10", "11"]
+    assert blocked(without(machine(), "tensorflow")) == ["02", "04", "06", "09", "10", "11"]
+    assert blocked(machine(tf_error="ImportError: broken")) == ["02", "04", "06", "09", "10", "11"]
     assert blocked(without(machine(), "torchao")) == ["07"]
     no_lab = without(machine(), "jupyterlab")  # reported, not a problem: Colab has none
     assert doctor.problems(no_lab) == [] and "jupyterlab   not installed" in doctor.format_report(no_lab)
@@ -174,7 +174,7 @@ def test_cpu_and_backend_problems_block_exactly_their_lessons():
     assert doctor.blocked_lessons(machine(hardware=capped)) == {
         "09": ["TensorFlow's bf16 would crash under the oneDNN cap"]}
     assert blocked(machine(hardware=replace(capped, tf_onednn=False))) == []  # TF_ENABLE_ONEDNN_OPTS=0
-    assert blocked(without(machine(hardware=capped), "tensorflow")) == ["01", "02", "04", "06", "09", "10", "11"]
+    assert blocked(without(machine(hardware=capped), "tensorflow")) == ["02", "04", "06", "09", "10", "11"]
     assert doctor.blocked_lessons(machine(gloo=False)) == {"05": ["no gloo"], "12": ["no gloo"]}
     assert doctor.blocked_lessons(machine(cxx_compiler=None)) == {"11": ["no C++ compiler"]}
     bad_engine = machine(engine_error="COURSE_QUANTIZED_ENGINE='arm' is not an int8 engine of this PyTorch build")

@@ -56,3 +56,26 @@ def test_the_docker_notes_say_what_the_dockerfile_and_the_readme_do():
     gpu_build = "--build-arg TORCH_INDEX=https://pypi.org/simple"
     assert gpu_build in notes and gpu_build in dockerfile and gpu_build in readme
     assert "--shm-size=1g" in notes and "--shm-size=1g" in dockerfile and "--shm-size=1g" in readme
+
+
+def test_probability_map_shows_how_much_a_model_varies():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from torch import nn
+
+    points = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    targets = torch.tensor([[0.0], [1.0], [1.0], [0.0]])
+    line = nn.Sequential(nn.Linear(2, 1), nn.Sigmoid())
+    with torch.no_grad():
+        line[0].weight.copy_(torch.tensor([[20.0, 0.0]]))   # p > 0.5 right of x1 = 0.5
+        line[0].bias.fill_(-10.0)
+    flat = nn.Sequential(nn.Linear(2, 1), nn.Sigmoid())
+    with torch.no_grad():
+        flat[0].weight.zero_()
+        flat[0].bias.zero_()                                 # p = 0.5 everywhere
+    fig, (left, right) = plt.subplots(1, 2)
+    assert lesson01.draw_probability_map(line, points, targets, left, title="line") > 0.99
+    assert lesson01.draw_probability_map(flat, points, targets, right, title="flat") == 0
+    assert len(left.collections) > len(right.collections)    # a p = 0.5 line only where p crosses 0.5
+    plt.close(fig)

@@ -8,7 +8,7 @@ import shlex
 import numpy as np
 import pytest
 
-from conftest import REPO
+from conftest import REPO, load_notebook, source
 from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson05
 
@@ -153,3 +153,46 @@ def test_the_pictures_draw(tmp_path):
     lesson05.draw_ring_all_reduce(lesson05.ring_all_reduce(INPUTS), ax)
     assert [t.get_text() for t in ax.get_yticklabels()][-1] == "after all-gather 3"
     plt.close("all")
+
+
+def _exercise_script(tmp_path, *edits):
+    """Exercise 5's starter, from the notebook, with (old, new) edits applied."""
+    cell = next(c for c in load_notebook(REPO / "notebooks" / "05_distributed_pytorch.ipynb")["cells"]
+                if c["id"] == "c59-ddp-code")
+    text = source(cell).split("\n", 1)[1]  # without the %%writefile line
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (tmp_path / "my_ddp.py").write_text(text)
+    return tmp_path / "my_ddp.py"
+
+
+DDP_EDITS = [
+    ("from torch.utils.data import DataLoader, TensorDataset",
+     "from torch.utils.data import DataLoader, DistributedSampler, TensorDataset"),
+    ("    args = parser.parse_args()\n", "    args = parser.parse_args()\n    dist.init_process_group(\"gloo\")\n"),
+    ("nn.Linear(64, 10))\n", "nn.Linear(64, 10))\n    model = nn.parallel.DistributedDataParallel(model)\n"),
+    ("    report(args.out, model, seen, steps)\n",
+     "    report(args.out, model, seen, steps)\n    dist.destroy_process_group()\n"),
+]
+SAMPLER_EDIT = ("loader = DataLoader(dataset, batch_size=64, shuffle=True)",
+                "loader = DataLoader(dataset, batch_size=64 // dist.get_world_size(),\n"
+                "                        sampler=DistributedSampler(dataset))")
+
+
+def test_my_ddp_check_passes_a_ddp_script_with_the_global_batch_kept(tmp_path):
+    verdict = lesson05.check_my_ddp(_exercise_script(tmp_path, *DDP_EDITS, SAMPLER_EDIT))
+    assert verdict.correct, verdict
+    assert "each trained on 1024 of the 2048 examples (disjoint), 32 steps of 32 examples each" in repr(verdict)
+
+
+def test_my_ddp_check_hints_at_the_sampler_when_every_process_sees_everything(tmp_path):
+    verdict = lesson05.check_my_ddp(_exercise_script(tmp_path, *DDP_EDITS))
+    assert not verdict.correct and "trained on 2048 of the same examples" in repr(verdict)
+    assert "DistributedSampler" not in repr(verdict) and ASK_FOR_SOLUTION in repr(verdict)  # a hint, not the answer
+
+
+def test_my_ddp_check_solution_and_missing_script(tmp_path):
+    assert "64 // dist.get_world_size()" in repr(lesson05.check_my_ddp(tmp_path / "x.py", solution=True))
+    with pytest.raises(FileNotFoundError, match="%%writefile"):
+        lesson05.check_my_ddp(tmp_path / "missing.py")

@@ -136,3 +136,41 @@ def test_central_storage_memory_check():
                 {"parameters": 10, "slots_per_weight": True}):
         with pytest.raises(ValueError):
             lesson06.check_central_storage_memory((1, 1), **bad)
+
+
+MIRRORED_STEP_SCRIPT = """
+import os
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import course_utils
+import tensorflow as tf
+tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                           [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from course_utils.lessons import lesson06
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+keras.utils.set_random_seed(0)
+with strategy.scope():
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="relu"), keras.layers.Dense(3)])
+x = np.random.default_rng(0).normal(size=(40, 6)).astype("float32")
+y = (np.arange(40) % 3).astype("int64")
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+step = lesson06.trace_mirrored_step(strategy, model, loss_fn, x, y, global_batch=16)
+mean = float(tf.reduce_mean(loss_fn(y[:16], model(x[:16]))))
+fig, ax = plt.subplots()
+lesson06.draw_mirrored_step(step, ax)
+print(step.devices, step.examples, step.replicas_differ, step.one_device_gap < 1e-6, abs(step.mean_loss - mean) < 1e-6,
+      len(ax.texts), flush=True)
+"""
+
+
+def test_a_mirrored_step_sums_shares_of_the_global_batch():
+    """Two logical CPU replicas: 8 examples each, shares that add up to the batch's mean loss, and an all-reduced
+    gradient that every replica holds alike and that equals one device's gradient of the whole batch."""
+    out = subprocess.run([sys.executable, "-c", MIRRORED_STEP_SCRIPT], capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, f"exit code {out.returncode}; {out.stderr[-3000:]}"
+    assert out.stdout.split("\n")[-2] == "('CPU:0', 'CPU:1') (8, 8) 0.0 True True 12"  # 6 boxes, 6 arrows

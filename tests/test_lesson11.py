@@ -108,3 +108,25 @@ def test_check_page_faults():
     assert "3 tensor(s) of 32 MiB or more" not in repr(verdict) and "49,152" not in repr(verdict)
     shown = lesson11.check_page_faults(None, chain, shape=(16384, 1024), page_size=4096, solution=True)
     assert shown.is_solution and "3 tensor(s) of 32 MiB or more" in repr(shown) and "49,152" in repr(shown)
+
+
+def test_graph_pieces_interleave_graphs_and_the_lines_that_broke_them(tmp_path, monkeypatch):
+    (tmp_path / "breaking.py").write_text(
+        "def with_breaks(x):\n    y = x.sin()\n    print('debugging')  # a side effect\n"
+        "    if y.sum() > 0:\n        return y * 2\n    return y - 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from breaking import with_breaks
+
+    explained = torch._dynamo.explain(with_breaks)(torch.ones(4))
+    pieces = lesson11.graph_pieces(explained)
+    assert pieces == [("graph", "sin"), ("python", "print('debugging')"), ("graph", "sum, gt"),
+                      ("python", "if y.sum() > 0:"), ("graph", "mul")]
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    lesson11.draw_graph_breaks(pieces, ax, "with_breaks")
+    assert [t.get_text() for t in ax.texts if t.get_text()] == [
+        "graph 1:\nsin", "Python:\nprint('debugging')", "graph 2:\nsum, gt", "Python:\nif y.sum() > 0:",
+        "graph 3:\nmul"]
+    plt.close(fig)

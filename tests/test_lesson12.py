@@ -129,3 +129,15 @@ def test_the_pictures_draw():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["block 1", "block 2", "block 3", "root"]
     assert sum(t.get_text() == "AG" for t in ax.texts) == 8
     plt.close("all")
+
+
+def test_memory_plan_check_weighs_fit_and_extra_work():
+    plans = lesson12.memory_plans()
+    assert plans[0, False][0] == pytest.approx(160) and plans[2, False] == (pytest.approx(74.25), [])
+    assert lesson12.check_memory_plan((2, False)).correct
+    for wrong, says in [((1, False), "does not fit"), ((3, False), "half again"), ((1, True), "second forward")]:
+        verdict = repr(lesson12.check_memory_plan(wrong))
+        assert says in verdict and ASK_FOR_SOLUTION in verdict and "ZeRO-2" not in verdict
+    assert lesson12.check_memory_plan(None) == NO_ANSWER
+    assert "not (2, 'yes')" in repr(lesson12.check_memory_plan((2, "yes")))
+    assert "the plan to take is ZeRO-2" in repr(lesson12.check_memory_plan(None, solution=True))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NOTEBOOKS, TEMPLATE, load_notebook, source
+from conftest import NOTEBOOKS, REPO, TEMPLATE, load_notebook, source
 from course_utils.checks import HOW_TO_CHECK
 from course_utils.colab import PIP_SPEC, colab_url
 
@@ -213,25 +213,45 @@ PREDICTION = re.compile(r"^(\w+) = None  # PREDICT: \S.+$", re.M)
 
 
 def test_every_prediction_is_revealed_by_a_later_cell(notebook):
-    """A prediction cell (CONTRIBUTING.md, How a lesson teaches) is one line, and a later cell reveals it."""
+    """A prediction cell (CONTRIBUTING.md, How a lesson teaches) is one line, and a later cell reveals it on a later
+    slide or fragment: the deck shows stored outputs, so a reveal on the question's slide gives the answer away."""
     _, nb = notebook
-    cells = code_cells(nb)
+    cells = nb["cells"]
     for i, cell in enumerate(cells):
-        text = source(cell)
+        text = source(cell) if cell["cell_type"] == "code" else ""
         for name in PREDICTION.findall(text):
             assert text.strip().count("\n") == 0, f"a prediction cell holds the prediction only:\n{text}"
-            assert any(f"cu.reveal({name}," in source(later) for later in cells[i + 1:]), (
-                f"`{name}` is predicted but no later cell calls cu.reveal({name}, ...)")
-
-
-PREDICTIONS_PENDING = {"02", "04", "06"}  # lessons still without a prediction moment (issue 34): only shrinks
+            reveal = next((j for j in range(i + 1, len(cells)) if cells[j]["cell_type"] == "code"
+                           and f"cu.reveal({name}," in source(cells[j])), None)
+            assert reveal is not None, f"`{name}` is predicted but no later cell calls cu.reveal({name}, ...)"
+            kinds = [c["metadata"].get("slideshow", {}).get("slide_type", "-") for c in cells[i + 1:reveal + 1]]
+            assert {"slide", "subslide", "fragment"} & set(kinds), (
+                f"cell {cells[reveal]['id']} reveals `{name}` on the slide that asks for it: make it a subslide")
 
 
 def test_lessons_predict_before_their_results():
-    """Every lesson and the template have prediction moments, but those still pending, which must have none yet."""
+    """Every lesson and the template have prediction moments (CONTRIBUTING.md, How a lesson teaches)."""
     for path in [*NOTEBOOKS, TEMPLATE]:
         predictions = [c for c in code_cells(load_notebook(path)) if PREDICTION.search(source(c))]
-        if path.name[:2] in PREDICTIONS_PENDING:
-            assert not predictions, f"{path.name} predicts now: remove {path.name[:2]} from PREDICTIONS_PENDING"
-        else:
-            assert predictions, f"{path.name} has no prediction cell (CONTRIBUTING.md, How a lesson teaches)"
+        assert predictions, f"{path.name} has no prediction cell (CONTRIBUTING.md, How a lesson teaches)"
+
+
+MARKDOWN_IMAGE = re.compile(r"!\[([^\]]*)\]\(")
+OUTPUT_IMAGE_ALT = re.compile(r'<img src="data:image/png;base64,[^"]+" alt="([^"]*)">')
+
+
+@pytest.mark.parametrize("path", [*NOTEBOOKS, *(REPO / "notebooks" / "full" / p.name for p in NOTEBOOKS), TEMPLATE],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_image_has_alt_text(path):
+    """A figure is shown with `cu.show(alt=...)` (an `<img>` with its description), never as a bare PNG; a
+    markdown image has its alt text between the brackets."""
+    nb = load_notebook(path)
+    for cell in nb["cells"]:
+        for alt in MARKDOWN_IMAGE.findall(source(cell)):
+            assert len(alt.split()) >= 2, f"{path.name}, cell {cell['id']}: the image ![{alt}](...) needs alt text"
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            assert "image/png" not in data, (
+                f"{path.name}, cell {cell['id']}: a figure without alt text; show it with cu.show(alt=...)")
+            for alt in OUTPUT_IMAGE_ALT.findall("".join(data.get("text/html", ""))):
+                assert len(alt.split()) >= 5, f"{path.name}, cell {cell['id']}: describe the figure, not {alt!r}"

@@ -7,6 +7,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+import course_utils as cu  # noqa: E402
 from course_utils.lessons.lesson01 import autograd_graph_edges, draw_autograd_graph  # noqa: E402
 from course_utils.plotting import DPI, plot_curves, set_figure_defaults, show_images  # noqa: E402
 
@@ -59,4 +60,26 @@ def test_figure_defaults_make_small_light_figures():
     set_figure_defaults()  # what cu.setup() does, so that no notebook passes dpi=
     fig = plt.figure()
     assert fig.dpi == 80 and tuple(fig.get_size_inches()) == (5.0, 3.0)
+    plt.close(fig)
+
+
+def test_show_displays_the_figure_with_its_alt_text(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", shown.append)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    cu.show(fig, alt='Loss falls from 1 to 0 over one step; "exact" & <small>.')
+    (figure,) = shown
+    bundle = figure._repr_mimebundle_()
+    assert bundle["text/html"].startswith('<img src="data:image/png;base64,iVBOR')
+    assert 'alt="Loss falls from 1 to 0 over one step; &quot;exact&quot; &amp; &lt;small&gt;."' in bundle["text/html"]
+    assert bundle["text/plain"] == repr(figure) == '[figure] Loss falls from 1 to 0 over one step; "exact" & <small>.'
+    assert not plt.fignum_exists(fig.number), "show closes the figure, so that the inline backend shows it once"
+
+
+def test_show_wants_a_description():
+    fig, _ = plt.subplots()
+    for alt in ("", "  ", "x" * 601):
+        with pytest.raises(ValueError, match="alt"):
+            cu.show(fig, alt=alt)
     plt.close(fig)

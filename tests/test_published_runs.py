@@ -64,8 +64,11 @@ def test_it_says_what_it_is_at_the_top(published):
 
 def test_its_images_are_small(published):
     _, nb, _ = published
-    sizes = [len(base64.b64decode(o["data"]["image/png"])) for cell in nb["cells"] for o in cell.get("outputs", [])
-             if "image/png" in o.get("data", {})]
+    outputs = [o.get("data", {}) for cell in nb["cells"] for o in cell.get("outputs", [])]
+    pngs = [d["image/png"] for d in outputs if "image/png" in d]
+    html = "".join("".join(d.get("text/html", "")) for d in outputs)
+    pngs += re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)
+    sizes = [len(base64.b64decode(png)) for png in pngs]
     assert max(sizes, default=0) <= MAX_IMAGE_BYTES
 
 

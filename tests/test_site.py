@@ -45,8 +45,14 @@ def test_each_notebook_is_a_page_with_its_outputs(site, notebook):
     cells = json.loads(notebook.read_text())["cells"]
     title = "".join(cells[0]["source"]).splitlines()[0].removeprefix("# ")
     assert f"<title>{title} - " in page
-    images = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
+    outputs = [o.get("data", {}) for c in cells for o in c.get("outputs", [])]
+    described = ["".join(d["text/plain"]).removeprefix("[figure] ")
+                 for d in outputs if "data:image/png;base64," in "".join(d.get("text/html", ""))]
+    images = sum("image/png" in d for d in outputs) + len(described)
     assert page.count("data:image/png;base64,") >= images, "every committed plot is on the page"
+    alts = {html.unescape(alt) for alt in re.findall(r'alt="([^"]*)"', page)}
+    for text in described:  # cu.show's figures keep their description on the page, as alt text
+        assert text in alts, f"the page lost the alt text {text[:80]!r}..."
     assert (site / notebook.stem / notebook.name).is_file(), "the page offers the notebook for download"
 
 

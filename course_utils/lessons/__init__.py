@@ -118,7 +118,7 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson("01", "autograd", "Tensors and autograd",
            "tensors, dtypes, memory sharing, matmul throughput; autograd by hand and by PyTorch, vector–Jacobian "
            "products, a sigmoid neuron's gradient, XOR",
-           "optional: adds a GPU matmul timing", packages=("tensorflow",),
+           "optional: adds a GPU matmul timing",
            branches=(Branch("cuda", "adds a matmul timing on the GPU", "GPU matmul timing skipped"),),
            teaches=("autograd", "vector–Jacobian"),
            full_scale=("the matmul timing at n = 2,048 instead of 512, 20 timed repeats instead of 5 (steadier "

@@ -105,6 +105,30 @@ def draw_autograd_graph(output: torch.Tensor, *, title: str = "backward graph") 
 
 # ---------------------------------------- exercise checks
 
+def draw_probability_map(model: nn.Module, points: torch.Tensor, targets: torch.Tensor, ax: Axes, *,
+                         title: str, margin: float = 0.5, steps: int = 101) -> float:
+    """Shade the probability a 2-input classifier gives over the square around ``points``, draw its p = 0.5 line
+    and the points (filled: target 1, hollow: target 0).
+
+    Returns:
+        the spread of p over the square (its largest minus its smallest value): near 0 for a model that answers
+        the same everywhere.
+    """
+    lo, hi = points.min().item() - margin, points.max().item() + margin
+    axis = torch.linspace(lo, hi, steps)
+    grid = torch.cartesian_prod(axis, axis)                       # (x1, x2) pairs, x1 slowest
+    with torch.no_grad():
+        p = model(grid.to(next(model.parameters()).device)).reshape(steps, steps).T.cpu().numpy()  # rows: x2
+    ax.imshow(p, origin="lower", extent=(lo, hi, lo, hi), cmap="RdBu_r", vmin=0, vmax=1)
+    if p.min() < 0.5 < p.max() and p.max() - p.min() > 0.01:   # a line where p crosses 0.5, if it really varies
+        ax.contour(axis.numpy(), axis.numpy(), p, levels=[0.5], colors="k", linewidths=1)
+    for (x1, x2), target in zip(points.tolist(), targets.flatten().tolist()):
+        ax.scatter(x1, x2, s=80, marker="o", edgecolors="k", linewidths=1.5,
+                   facecolors="k" if target > 0.5 else "white")
+    ax.set(title=title, xlabel="x₁", ylabel="x₂", xlim=(lo, hi), ylim=(lo, hi))
+    return float(p.max() - p.min())
+
+
 def check_chain_rule(answer: Sequence[float] | None, *, solution: bool = False) -> CheckResult:
     """Exercise 1: ``(df/dx, df/dy, df/dz)`` for ``f = (x*y + z)**2`` at x=1, y=2, z=-1."""
     x, y, z = (torch.tensor(v, requires_grad=True) for v in (1.0, 2.0, -1.0))

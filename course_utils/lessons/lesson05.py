@@ -1,11 +1,13 @@
 """Lesson 05 (distributed PyTorch): what the collectives leave on each rank, a ring all-reduce step by step (with
-their pictures), and the exercise checks."""
+their pictures), and the exercise checks, the last of which launches the student's DDP script with torchrun."""
 
 from __future__ import annotations
 
 import math
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,7 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 from numpy.typing import ArrayLike
 
-from course_utils.checks import CheckResult, check_numbers
+from course_utils.checks import CheckResult, check_numbers, not_yet, worked_solution
+from course_utils.launch import read_rank_results, run_processes, torchrun_command
 
 COLLECTIVES = ("broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather")
 
@@ -239,3 +242,74 @@ def check_ddp_bookkeeping(answer: Sequence[float] | None, *, nodes: int = 2, gpu
              f"steps per epoch: each rank iterates over its own share, ceil({per_rank} / {batch_per_process}) = "
              f"{steps}"],
     )
+
+
+DDP_EXERCISE_SAMPLES = 2048  # the training examples the check gives the student's script
+DDP_EXERCISE_GLOBAL_BATCH = 64
+DDP_EXERCISE_WORLD = 2
+
+
+def check_my_ddp(script: Path | str, *, solution: bool = False, timeout: float = 240.0) -> CheckResult:
+    """Exercise 5: launch the student's DDP script with ``torchrun`` on 2 processes and read what each reports.
+
+    The script's ``report`` writes, per process, its world size, the indices of the examples it trained on, its
+    number of steps and a fingerprint of its final weights. Right means: a world of 2, disjoint halves of the
+    data, a global batch of 64 (32 examples a step on each process) and bit-identical weights on both.
+    ``solution=True`` shows the worked solution without launching anything.
+
+    Raises:
+        FileNotFoundError: if ``script`` does not exist (run the cell that writes it first).
+    """
+    n, world, batch = DDP_EXERCISE_SAMPLES, DDP_EXERCISE_WORLD, DDP_EXERCISE_GLOBAL_BATCH
+    per_process, steps = n // world, math.ceil(n // world / (batch // world))
+    if solution:
+        return worked_solution(
+            "five changes, four of them section 6's diff: (1) `dist.init_process_group(\"gloo\")` first in `main` "
+            "(torchrun has set RANK, WORLD_SIZE and the rendezvous address); (2) `model = DDP(model)` (it broadcasts "
+            "rank 0's weights and all-reduces the gradients in `backward`); (3) `sampler = DistributedSampler(dataset)`"
+            " passed to the DataLoader instead of `shuffle=True`, so that each process trains on its own half; "
+            "(4) the new one: `batch_size=64 // dist.get_world_size()`, because one optimizer step consumes a batch "
+            f"on every process, so the global batch is the world size times the batch per process: {world} × "
+            f"{batch // world} = {batch}, and each process takes {per_process} / {batch // world} = {steps} steps; "
+            "(5) `dist.destroy_process_group()` at the end. With several epochs, also call `sampler.set_epoch(epoch)`.")
+    script = Path(script)
+    if not script.is_file():
+        raise FileNotFoundError(f"{script} does not exist: run the cell that writes it (%%writefile) first.")
+    out = script.with_name(f"{script.stem}_reports")
+    shutil.rmtree(out, ignore_errors=True)
+    command = torchrun_command(script, "--train-samples", str(n), "--out", str(out), nproc_per_node=world)
+    (run,) = run_processes([command], timeout=timeout, env={"OMP_NUM_THREADS": "1"})
+    if run.returncode != 0:
+        return not_yet(f"the launch failed (exit code {run.returncode}). The end of its errors:\n"
+                       f"{run.stderr.strip()[-1500:]}\nFix the first error a rank reports, then run the check again.")
+    try:
+        reports = read_rank_results(out)
+    except FileNotFoundError:
+        return not_yet("the processes ran but wrote no report: keep the `report(...)` call at the end of `main`.")
+    worlds = sorted({r["world_size"] for r in reports})
+    if len(reports) != world or worlds != [world]:
+        return not_yet(f"{len(reports)} processes reported a world of {' and '.join(map(str, worlds))}, not "
+                       f"{world}: each trained alone. A process joins the others with section 6's first change, "
+                       "`dist.init_process_group(...)`.")
+    seen = [set(r["seen"]) for r in reports]
+    shared = len(seen[0] & seen[1])
+    if shared:
+        return not_yet(f"the 2 processes trained on {shared} of the same examples (each on {len(seen[0])}): every "
+                       "process still iterates over the whole dataset. Section 6 gives each its own share, with a "
+                       "sampler.")
+    if len(seen[0] | seen[1]) != n:
+        return not_yet(f"together the processes trained on {len(seen[0] | seen[1])} of the {n} examples: each needs "
+                       "its share, and the shares must cover the dataset.")
+    taken = [r["steps"] for r in reports]
+    if taken != [steps] * world:
+        global_batch = per_process / taken[0] * world
+        return not_yet(f"each process took {taken[0]} steps over its {per_process} examples, so one optimizer step "
+                       f"consumes about {global_batch:g} examples over the {world} processes, not {batch}: what "
+                       "`batch_size` must each process use for a global batch of 64?")
+    if len({r["weights"] for r in reports}) != 1:
+        return not_yet("each process trained on its own half, but their weights differ at the end: nothing "
+                       "averaged the gradients. Section 6's `DDP(model)` does, in `backward`.")
+    return CheckResult(True, f"{world} processes, each trained on {per_process} of the {n} examples (disjoint), "
+                             f"{steps} steps of {batch // world} examples each, a global batch of {batch}, and "
+                             f"bit-identical weights at the end (sha256 {reports[0]['weights'][:12]}…): the "
+                             "all-reduce in `backward` kept the two replicas equal.")

@@ -1,4 +1,5 @@
-"""Lesson 06 (tf.distribute): an in-process TensorFlow cluster and TF_CONFIG on 127.0.0.1, TPU detection.
+"""Lesson 06 (tf.distribute): one MirroredStrategy step traced and drawn, an in-process TensorFlow cluster and
+TF_CONFIG on 127.0.0.1, TPU detection.
 
 TensorFlow's parameter-server tutorial starts every task of the cluster as a ``tf.distribute.Server``
 inside the notebook's own process; the notebook then plays the chief (the coordinator). On a
@@ -21,8 +22,98 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from matplotlib.axes import Axes
+
 from course_utils.checks import NO_ANSWER, CheckResult, check_numbers
 from course_utils.launch import LOCALHOST, free_ports
+
+# ---------------------------------------- one MirroredStrategy step, traced and drawn
+
+@dataclass(frozen=True)
+class MirroredStep:
+    """What each replica computed in one synchronous step, and what the all-reduce gave back."""
+
+    global_batch: int
+    devices: tuple[str, ...]
+    examples: tuple[int, ...]          # each replica's slice of the global batch
+    loss_shares: tuple[float, ...]     # its examples' losses summed and divided by the *global* batch
+    gradient_norms: tuple[float, ...]  # ‖g_r‖, the gradient of its share
+    summed_norm: float                 # ‖Σ g_r‖, what every replica holds after the all-reduce
+    replicas_differ: float             # max |Σ g_r on replica r − on replica 0|: 0 after an all-reduce
+    one_device_gap: float              # max |Σ g_r − g| for g, one device's gradient of the whole batch's mean loss
+
+    @property
+    def mean_loss(self) -> float:
+        return sum(self.loss_shares)
+
+
+def trace_mirrored_step(strategy: Any, model: Any, loss_fn: Any, x: Any, y: Any, global_batch: int) -> MirroredStep:
+    """Run one step's forward and backward on the first ``global_batch`` examples under ``strategy`` (no update).
+
+    ``model`` was built in ``strategy.scope()``; ``loss_fn`` returns per-example losses (``reduction="none"``).
+    """
+    import tensorflow as tf
+
+    batch = tf.data.Dataset.from_tensor_slices((x[:global_batch], y[:global_batch])).batch(global_batch)
+    x_dist, y_dist = next(iter(strategy.experimental_distribute_dataset(batch)))
+
+    def flat(grads: Sequence[Any]) -> Any:
+        return tf.concat([tf.reshape(g, [-1]) for g in grads], axis=0)
+
+    @tf.function
+    def step(xs: Any, ys: Any) -> Any:
+        def replica_fn(xr: Any, yr: Any) -> Any:
+            with tf.GradientTape() as tape:
+                losses = loss_fn(yr, model(xr, training=False))
+                share = tf.nn.compute_average_loss(losses, global_batch_size=global_batch)
+            grad = flat(tape.gradient(share, model.trainable_variables))
+            summed = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grad)
+            return tf.shape(xr)[0], share, grad, summed
+        return strategy.run(replica_fn, args=(xs, ys))
+
+    sizes, shares, grads, summed = (strategy.experimental_local_results(v) for v in step(x_dist, y_dist))
+    with tf.GradientTape() as tape:
+        mean_loss = tf.reduce_mean(loss_fn(y[:global_batch], model(x[:global_batch], training=False)))
+    whole = flat(tape.gradient(mean_loss, model.trainable_variables))
+    return MirroredStep(
+        global_batch=global_batch,
+        devices=tuple(d.split("/")[-1].replace("device:", "") for d in strategy.extended.worker_devices),
+        examples=tuple(int(n) for n in sizes), loss_shares=tuple(float(v) for v in shares),
+        gradient_norms=tuple(float(tf.norm(g)) for g in grads), summed_norm=float(tf.norm(summed[0])),
+        replicas_differ=max(float(tf.reduce_max(tf.abs(s - summed[0]))) for s in summed),
+        one_device_gap=float(tf.reduce_max(tf.abs(summed[0] - whole))))
+
+
+_DATA, _REPLICA, _REDUCE = "#fdf0d5", "#dbe9f6", "#e2f0d9"
+
+
+def draw_mirrored_step(step: MirroredStep, ax: Axes) -> None:
+    """One synchronous step top to bottom: the global batch, each replica's share, the all-reduce, the same update."""
+    replicas = len(step.devices)
+    xs = [(k + 0.5) / replicas for k in range(replicas)]
+
+    def box(x: float, y: float, text: str, color: str) -> Any:
+        return ax.text(x, y, text, ha="center", va="center", fontsize=8.5,
+                       bbox={"boxstyle": "round,pad=0.4", "facecolor": color, "edgecolor": "0.4"})
+
+    def arrow(upper: Any, lower: Any) -> None:
+        """From the bottom of one box to the top of a lower one, clipped at the boxes' edges."""
+        ax.annotate("", xy=(0.5, 1), xycoords=lower, xytext=(0.5, 0), textcoords=upper,
+                    arrowprops={"arrowstyle": "->", "color": "0.3", "shrinkA": 4, "shrinkB": 4})
+
+    batch = box(0.5, 0.93, f"global batch: {step.global_batch} examples, split {replicas} ways", _DATA)
+    shares = [box(x, 0.63, f"{step.devices[k]}: {step.examples[k]} examples\nloss share {step.loss_shares[k]:.4f}\n"
+                           f"(its losses ÷ {step.global_batch})\n‖g{k}‖ = {step.gradient_norms[k]:.4f}", _REPLICA)
+              for k, x in enumerate(xs)]
+    reduce = box(0.5, 0.31, f"all-reduce (SUM) of the gradients: ‖Σ g‖ = {step.summed_norm:.4f}\n"
+                            f"Σ loss shares = {step.mean_loss:.4f}, the mean loss of the {step.global_batch}", _REDUCE)
+    updates = [box(x, 0.05, f"{step.devices[k]}: the same Σ g,\nthe same update", _REPLICA) for k, x in enumerate(xs)]
+    for share, update in zip(shares, updates):
+        arrow(batch, share)
+        arrow(share, reduce)
+        arrow(reduce, update)
+    ax.set(xlim=(0, 1), ylim=(-0.04, 1.0), title="one MirroredStrategy step")
+    ax.axis("off")
 
 
 def worker_inter_op_threads(num_workers: int, cpu_count: int | None = None) -> int:

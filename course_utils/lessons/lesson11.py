@@ -1,4 +1,4 @@
-"""Lesson 11 (compilers): the exercise checks.
+"""Lesson 11 (compilers): a frame's graphs and graph breaks drawn, and the exercise checks.
 
 The lesson compiles with ``torch.compile``, ``torch.export`` and ``tf.function`` in its own cells; the checks
 answer with the same tools: they run TorchDynamo on the function or the calls of the exercise and count, or run the
@@ -16,10 +16,46 @@ from typing import Any
 
 import torch
 import torch._dynamo
+from matplotlib.axes import Axes
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from course_utils.checks import CheckResult, check_numbers
+
+_GRAPH, _PYTHON = "#e2f0d9", "#fdf0d5"
+
+
+def graph_pieces(explained: Any) -> list[tuple[str, str]]:
+    """A frame as TorchDynamo ran it, from ``torch._dynamo.explain(fn)(*args)``: in order, ``("graph", its
+    operations)`` for each captured graph and ``("python", the line it broke on)`` for each graph break."""
+    pieces = []
+    for i, graph_module in enumerate(explained.graphs):
+        ops = [getattr(node.target, "__name__", str(node.target)) for node in graph_module.graph.nodes
+               if node.op in ("call_function", "call_method", "call_module")]
+        pieces.append(("graph", ", ".join(ops)))
+        if i < len(explained.break_reasons):
+            reason = explained.break_reasons[i]
+            line = reason.user_stack[-1].line if reason.user_stack else ""
+            code = line.split("  #")[0].strip()  # the line without its comment
+            pieces.append(("python", code or reason.reason.strip().splitlines()[0]))
+    return pieces
+
+
+def draw_graph_breaks(pieces: Sequence[tuple[str, str]], ax: Axes, title: str) -> None:
+    """The pieces of :func:`graph_pieces` left to right: compiled graphs (green), Python at the breaks (orange)."""
+    boxes, graphs = [], 0
+    for k, (kind, text) in enumerate(pieces):
+        graphs += kind == "graph"
+        label = f"graph {graphs}:\n{text}" if kind == "graph" else f"Python:\n{text}"
+        boxes.append(ax.text((k + 0.5) / len(pieces), 0.5, label, ha="center", va="center", fontsize=8.5,
+                             bbox={"boxstyle": "round,pad=0.5", "facecolor": _GRAPH if kind == "graph" else _PYTHON,
+                                   "edgecolor": "0.4"}))
+    for before, after in zip(boxes, boxes[1:]):  # from the right edge of one box to the left edge of the next
+        ax.annotate("", xy=(-0.08, 0.5), xycoords=after, xytext=(1.08, 0.5), textcoords=before,
+                    arrowprops={"arrowstyle": "->", "color": "0.3"})
+    ax.set(xlim=(0, 1), ylim=(0, 1), title=title)
+    ax.axis("off")
+
 
 MMAP_THRESHOLD_MAX = 32 * 2**20
 """glibc's largest dynamic mmap threshold on 64-bit Linux (``DEFAULT_MMAP_THRESHOLD_MAX``): a block of this size or

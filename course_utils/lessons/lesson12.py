@@ -21,7 +21,7 @@ from matplotlib.patches import Patch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from course_utils.checks import CheckResult, check_numbers
+from course_utils.checks import NO_ANSWER, CheckResult, check_numbers, not_yet, worked_solution
 
 # The columns of the profiler's memory timeline (torch/profiler/_memory_profiler.py, _CATEGORY_TO_INDEX), in order;
 # None (no category found) is "unknown".
@@ -247,3 +247,61 @@ def check_shard_rows(answer: Sequence[int] | None, *, rows: int = 300, ranks: in
              f"{rows} - {last} × {size} = {split[-1]} rows" if split[-1] else
              f"rank {last}: {rows} rows make only {len([s for s in split if s])} chunks of {size}, so rank {last} "
              f"holds none: 0 rows"])
+
+
+PLAN_COSTS = {"checkpointing": "a second forward pass of every block (about a third more compute)",
+              "ZeRO-3": "half again DDP's communication (the weights gathered for forward and again for backward)"}
+
+
+def memory_plans(*, parameters: float = 7e9, ranks: int = 8, samples_per_gpu: int = 8, activation_gb: float = 6.0,
+                 checkpointed_gb: float = 1.5, k: int = 12) -> dict[tuple[int, bool], tuple[float, list[str]]]:
+    """GB per GPU and extra work (beyond DDP's) of each (ZeRO stage, checkpointing) plan: the states of section 4 for
+    ``parameters`` over ``ranks`` plus the activations of ``samples_per_gpu`` samples at once (section 3)."""
+    plans = {}
+    for stage in ZERO_SHARDED:
+        states = sum(zero_bytes_per_parameter(stage, ranks, k).values()) * parameters / 1e9
+        for checkpointing in (False, True):
+            activations = samples_per_gpu * (checkpointed_gb if checkpointing else activation_gb)
+            costs = [PLAN_COSTS[name] for name, on in (("checkpointing", checkpointing), ("ZeRO-3", stage == 3)) if on]
+            plans[stage, checkpointing] = (states + activations, costs)
+    return plans
+
+
+def check_memory_plan(answer: Sequence[Any] | None, *, gpu_gb: float = 80.0, solution: bool = False,
+                      **sizes: Any) -> CheckResult:
+    """Exercise 4: the (ZeRO stage, checkpointing) plan that fits in ``gpu_gb`` with the least extra work, among
+    :func:`memory_plans` (``sizes`` overrides its defaults); ``solution=True`` shows every plan."""
+    plans = memory_plans(**sizes)
+    fitting = {plan: cost for plan, cost in plans.items() if cost[0] <= gpu_gb}
+    best = min(fitting, key=lambda plan: len(fitting[plan][1]))
+    def name(plan: tuple[int, bool]) -> str:
+        return ("DDP" if plan[0] == 0 else f"ZeRO-{plan[0]}") + (" + checkpointing" if plan[1] else "")
+
+    def verdict(plan: tuple[int, bool]) -> str:
+        gb, costs = plans[plan]
+        if gb > gpu_gb:
+            return f"{name(plan)}: {gb:.4g} GB, does not fit"
+        return f"{name(plan)}: {gb:.4g} GB, pays for {' and '.join(costs) or 'nothing beyond DDP'}"
+
+    if solution:
+        return worked_solution(
+            "per GPU, the states (section 4: 2 + 2 + 12 bytes per parameter, the sharded parts divided by the ranks) "
+            f"plus the activations of its samples at once (section 3): {'; '.join(map(verdict, plans))}. ZeRO-1 and "
+            "ZeRO-2 communicate as much as DDP (a reduce-scatter and an all-gather make an all-reduce), so the plan "
+            f"to take is {name(best)}.")
+    if answer is None:
+        return NO_ANSWER
+    if (not isinstance(answer, Sequence) or len(answer) != 2 or isinstance(answer[0], bool)
+            or answer[0] not in ZERO_SHARDED or not isinstance(answer[1], bool)):
+        return CheckResult(False, f"answer with a pair (stage, checkpointing): a ZeRO stage from 0 (DDP) to 3 and "
+                                  f"True or False, not {answer!r}.")
+    gb, costs = plans[answer[0], answer[1]]
+    if gb > gpu_gb:
+        return not_yet(f"that plan does not fit in {gpu_gb:g} GB. Add up what one GPU holds: the states at that "
+                       "stage (section 4's bytes per parameter) and the activations of all its samples at once, with "
+                       "or without checkpointing (section 3).")
+    if (answer[0], answer[1]) != best:
+        return not_yet(f"it fits, but it pays for {' and '.join(costs)}. Another plan fits and pays less: which "
+                       "stage saves memory without extra communication (section 4), and is checkpointing needed then?")
+    return CheckResult(True, f"{verdict(best)}: of the plans that fit in {gpu_gb:g} GB, the one with the least "
+                             "extra work. ZeRO-1 and ZeRO-2 communicate as much as DDP, and nothing runs twice.")
