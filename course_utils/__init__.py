@@ -43,6 +43,7 @@ from course_utils.models import layer_costs, serialized_size
 from course_utils.plotting import plot_curves, set_figure_defaults, show, show_images
 from course_utils.profile import PROFILE_ENV, Profile, get_profile
 from course_utils.progress import keras_verbose, progress
+from course_utils.recipes import recipe, show_script
 from course_utils.seeding import seed_everything
 from course_utils.timing import (
     format_bytes,
@@ -122,8 +123,8 @@ __all__ = [
     "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "live_view_allowed", "live_view_host",
     "load_numpy", "load_tensors",
     "measure", "measure_interleaved", "page_faults", "parallel_efficiency", "peak_memory", "plot_curves", "progress",
-    "read_rank_results", "reveal", "rotations", "run_processes",
+    "read_rank_results", "recipe", "reveal", "rotations", "run_processes",
     "saved_for_backward", "scratch_dir", "script_diff", "seed_everything",
-    "serialized_size", "setup", "show", "show_images", "speedup", "stopwatch", "tensor_bytes", "tf_dataset",
-    "torchrun_command", "train_classifier",
+    "serialized_size", "setup", "show", "show_images", "show_script", "speedup", "stopwatch", "tensor_bytes",
+    "tf_dataset", "torchrun_command", "train_classifier",
 ]

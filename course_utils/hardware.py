@@ -162,6 +162,12 @@ class Hardware:
                          "int8 runs on the x86 engine (FBGEMM and oneDNN, AVX2 or better)",
                          f"int8 engine {self.quantized_engine}, CPU kernels {self.isa}")
 
+    @property
+    def fp16_tensor_cores(self) -> Condition:
+        """cuda:0 multiplies fp16 on tensor cores: compute capability 7.0 or newer (a T4 is 7.5, an H100 9.0)."""
+        return Condition(self.gpu_capability is not None and self.gpu_capability >= (7, 0),
+                         "the GPU has fp16 tensor cores (compute capability 7.0 or newer)", self.gpu_text)
+
     def cores(self, n: int) -> Condition:
         """At least ``n`` usable cores."""
         if n < 1:

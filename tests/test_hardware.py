@@ -40,6 +40,14 @@ def test_made_up_machines_read_as_their_facts():
     assert AVX2_MACHINE.cores(2) and not AVX2_MACHINE.cores(3) and AVX2_MACHINE.x86_int8
 
 
+def test_tensor_cores_follow_the_compute_capability():
+    t4 = replace(SAPPHIRE_RAPIDS, gpus=("Tesla T4",), gpu_capability=(7, 5))
+    pascal = replace(SAPPHIRE_RAPIDS, gpus=("Tesla P100",), gpu_capability=(6, 0))
+    assert t4.fp16_tensor_cores.holds and SAPPHIRE_RAPIDS.fp16_tensor_cores.holds
+    assert not pascal.fp16_tensor_cores.holds and not AVX2_MACHINE.fp16_tensor_cores.holds
+    assert AVX2_MACHINE.fp16_tensor_cores.here == "no CUDA GPU" and "7.5" in t4.fp16_tensor_cores.here
+
+
 def test_a_onednn_cap_is_named_and_tensorflow_follows_its_own_switch():
     capped = replace(SAPPHIRE_RAPIDS, onednn_bf16=False, onednn_cap="AVX2", tf_onednn=False)
     assert capped.emulated_bf16.here == "bf16 emulated (CPU kernels AVX512, oneDNN capped at AVX2)"

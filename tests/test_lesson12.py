@@ -108,7 +108,8 @@ def test_the_fsdp_schedule_has_the_collectives_the_script_counts(reshard, gather
     schedule = lesson12.fsdp_schedule(3, reshard)
     counts = Counter(event for _, event in schedule)
     assert (counts["all-gather"], counts["reduce-scatter"]) == (gathers, 4)  # the lesson's 3 blocks + root, measured
-    assert counts["forward"] == counts["backward"] == 4 and counts["free"] == gathers - 4
+    assert counts["forward"] == counts["backward"] == 4
+    assert counts["free"] == gathers  # after a resharded forward, and after every backward (FSDP2's post-backward)
     for unit in ("block 1", "root"):  # a unit is gathered before it computes, and reduce-scattered after its backward
         events = [event for u, event in schedule if u == unit]
         assert events[0] == "all-gather" and events[-1] == "reduce-scatter"
@@ -128,6 +129,13 @@ def test_the_pictures_draw():
     lesson12.draw_fsdp_schedule(lesson12.fsdp_schedule(3, True), ax, "ZeRO-3")
     assert [t.get_text() for t in ax.get_yticklabels()] == ["block 1", "block 2", "block 3", "root"]
     assert sum(t.get_text() == "AG" for t in ax.texts) == 8
+    fig, ax = plt.subplots()
+    lesson12.draw_recomputation({"none": [1, 1, 1], "every block": [2, 2, 2]}, ax)
+    assert [t.get_text() for t in ax.texts] == ["1"] * 3 + ["2"] * 3
+    with pytest.raises(ValueError, match="ran 3 times"):
+        lesson12.draw_recomputation({"none": [1, 3]}, ax)
+    with pytest.raises(ValueError, match="differ in length"):
+        lesson12.draw_recomputation({"none": [1, 1], "every block": [2]}, ax)
     plt.close("all")
 
 

@@ -1,6 +1,6 @@
 """Lesson 12 (memory and sharded training): the exercise checks, the plumbing of its memory measurements (the
 allocator's peak seen by the profiler, the profiler's memory timeline, a count of the operators that ran), and the
-pictures of ZeRO's stages and of an FSDP unit's life in one step."""
+pictures of recomputation, of ZeRO's stages and of an FSDP unit's life in one step."""
 
 from __future__ import annotations
 
@@ -142,8 +142,9 @@ def fsdp_schedule(blocks: int, reshard_after_forward: bool | None) -> list[tuple
     """What FSDP2 does, in order, in one training step of ``blocks`` units under a root unit: (unit, event).
 
     The root's pre-forward all-gathers what the blocks do not hold (here: the head), the blocks are gathered, run
-    and (if resharded) freed in turn, and the backward pass runs in reverse, gathering again what was freed and
-    reduce-scattering each unit's gradients. ``None`` (FSDP2's default) reshards every unit but the root.
+    and (if resharded) freed in turn, and the backward pass runs in reverse, gathering again what was freed; after
+    its backward every unit frees its gathered weights and reduce-scatters its gradients (FSDP2's post-backward,
+    the root's at the very end). ``None`` (FSDP2's default) reshards every unit but the root after the forward.
 
     Raises:
         ValueError: for fewer than 1 block.
@@ -159,8 +160,9 @@ def fsdp_schedule(blocks: int, reshard_after_forward: bool | None) -> list[tuple
     events += [("root", "forward")] + ([("root", "free")] if reshards["root"] else [])
     events += ([("root", "all-gather")] if reshards["root"] else []) + [("root", "backward")]
     for unit in reversed(units):
-        events += ([(unit, "all-gather")] if reshards[unit] else []) + [(unit, "backward"), (unit, "reduce-scatter")]
-    return events + [("root", "reduce-scatter")]
+        events += ([(unit, "all-gather")] if reshards[unit] else []) + [(unit, "backward"), (unit, "free"),
+                                                                       (unit, "reduce-scatter")]
+    return events + [("root", "free"), ("root", "reduce-scatter")]
 
 
 def draw_fsdp_schedule(schedule: Sequence[tuple[str, str]], ax: Axes, title: str) -> None:
@@ -176,6 +178,36 @@ def draw_fsdp_schedule(schedule: Sequence[tuple[str, str]], ax: Axes, title: str
     ax.set_xticks([])
     ax.set_title(title, fontsize=9, loc="left")
     for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+
+
+_RUN_STYLE = {1: ("kept its activations", "tab:blue"),
+              2: ("ran again in backward: its activations were not kept", "tab:orange")}
+
+
+def draw_recomputation(forward_runs: dict[str, Sequence[int]], ax: Axes) -> None:
+    """One row of blocks per checkpointing strategy, each block coloured by how often its forward ran in one step
+    (1: it kept its activations; 2: it was recomputed), as counted by forward pre-hooks.
+
+    Raises:
+        ValueError: for a count other than 1 or 2, or rows of different lengths.
+    """
+    if len({len(runs) for runs in forward_runs.values()}) != 1:
+        raise ValueError("every strategy needs a count for each block: the rows differ in length.")
+    for row, (name, runs) in enumerate(forward_runs.items()):
+        for block, count in enumerate(runs):
+            if count not in _RUN_STYLE:
+                raise ValueError(f"{name}: block {block + 1} ran {count} times; a step runs a block once or twice.")
+            ax.barh(row, 0.9, left=block, color=_RUN_STYLE[count][1])
+            ax.text(block + 0.45, row, str(count), ha="center", va="center", fontsize=7, color="white")
+    blocks = len(next(iter(forward_runs.values())))
+    ax.set_yticks(range(len(forward_runs)), list(forward_runs), fontsize=8)
+    ax.set_ylim(len(forward_runs) - 0.5, -0.5)
+    ax.set_xticks([b + 0.45 for b in range(blocks)], [str(b + 1) for b in range(blocks)], fontsize=7)
+    ax.set_xlabel("block (the number: its forward runs in one training step)", fontsize=8)
+    ax.legend(handles=[Patch(color=color, label=label) for label, color in _RUN_STYLE.values()], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1))
+    for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
 

@@ -1,0 +1,46 @@
+"""Train a small MLP on MNIST in one process per rank with DDP: train_single.py, changed where it must be."""
+import argparse
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+import course_utils as cu
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--train-samples", type=int, default=60_000)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    dist.init_process_group("gloo")  # torchrun set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+    rank = dist.get_rank()
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    model = DDP(model)  # broadcasts rank 0's weights; all-reduces the gradients in backward()
+    dataset = TensorDataset(*cu.load_tensors("mnist", "train", subset=args.train_samples))
+    sampler = DistributedSampler(dataset)  # this rank's 1/N of the data, shuffled
+    loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
+        for step, (x, y) in enumerate(loader, start=1):
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+        if rank == 0:
+            print(f"epoch {epoch}: {step} steps, last loss {loss.item():.3f}")
+    if rank == 0:  # every rank holds the same weights: one writes them
+        torch.save(model.module.state_dict(), args.out)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
