@@ -40,6 +40,7 @@ from course_utils.launch import free_port, free_ports, read_rank_results, run_pr
 from course_utils.live_view import automated_driver, live_view_allowed, live_view_host
 from course_utils.memory import peak_memory, saved_for_backward, tensor_bytes
 from course_utils.models import layer_costs, serialized_size
+from course_utils.placement import Placement, process_placement
 from course_utils.plotting import plot_curves, set_figure_defaults, show, show_images
 from course_utils.profile import PROFILE_ENV, Profile, get_profile
 from course_utils.progress import keras_verbose, progress
@@ -117,12 +118,13 @@ def _profile_line(profile: Profile, lesson: str | None, *, chosen: bool) -> str:
 
 
 __all__ = [
-    "ANYWHERE", "ClaimError", "Condition", "CourseEnv", "DataError", "Hardware", "Profile", "ScriptDiff",
+    "ANYWHERE", "ClaimError", "Condition", "CourseEnv", "DataError", "Hardware", "Placement", "Profile", "ScriptDiff",
     "accuracy", "best_device", "cpu_load", "data_root",
     "dataset_info", "device_name", "expect", "format_bytes", "format_seconds", "free_port",
     "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "live_view_allowed", "live_view_host",
     "load_numpy", "load_tensors",
-    "measure", "measure_interleaved", "page_faults", "parallel_efficiency", "peak_memory", "plot_curves", "progress",
+    "measure", "measure_interleaved", "page_faults", "parallel_efficiency", "peak_memory", "plot_curves",
+    "process_placement", "progress",
     "read_rank_results", "recipe", "reveal", "rotations", "run_processes",
     "saved_for_backward", "scratch_dir", "script_diff", "seed_everything",
     "serialized_size", "setup", "show", "show_images", "show_script", "speedup", "stopwatch", "tensor_bytes",

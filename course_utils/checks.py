@@ -111,8 +111,7 @@ class Reveal:
         fmt = _fmt if self.exact else _fmt_measured
         shown = f"{fmt(self.value)}{self.unit}"
         if self.guess is None:
-            return (f"🔎 {self.what}: {shown}. You made no prediction: next time commit to one in the PREDICT cell "
-                    "before running; it is what makes a result stick.")
+            return f"🔎 {self.what}: {shown} (no prediction made)."
         guess = f"{fmt(self.guess)}{self.unit}"
         if self.exact:
             verdict = "right" if np.isclose(self.guess, self.value) else f"not {guess}: see why below"

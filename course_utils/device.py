@@ -20,6 +20,11 @@ def mps_available() -> bool:
     return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
+def default_device(gpus: int, mps: bool) -> str:
+    """The device a lesson runs on unless told otherwise, from the machine's facts: CUDA, then Apple MPS, then CPU."""
+    return "cuda" if gpus else "mps" if mps else "cpu"
+
+
 def best_device(prefer: str | None = None) -> torch.device:
     """Return the best available device, or check and return the one asked for.
 
@@ -33,11 +38,7 @@ def best_device(prefer: str | None = None) -> torch.device:
         RuntimeError: if the requested device is not present on this machine.
     """
     if prefer is None:
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if mps_available():
-            return torch.device("mps")
-        return torch.device("cpu")
+        return torch.device(default_device(gpu_count(), mps_available()))
     if not isinstance(prefer, str) or not _DEVICE_PATTERN.match(prefer.strip().lower()):
         raise ValueError(f"Unknown device {prefer!r}: use 'cpu', 'cuda', 'cuda:N' (N a GPU index) or 'mps'.")
     name = prefer.strip().lower()

@@ -31,11 +31,11 @@ import torchvision
 
 from course_utils import data, hardware, versions
 from course_utils.data import DATA_ENV, DATASETS, DataError, dataset_info
-from course_utils.device import device_name, mps_available, package_version
-from course_utils.hardware import AVX2_ONLY_ENV, ENGINE_ENV, Hardware
+from course_utils.device import default_device, device_name, mps_available, package_version
+from course_utils.hardware import AVX2_ONLY_ENV, ENGINE_ENV, TENSOR_CORE_CAPABILITY, Hardware
 from course_utils.lessons import LESSONS, Lesson
-from course_utils.lessons.lesson06 import find_tpu
-from course_utils.lessons.lesson09 import TENSOR_CORE_CAPABILITY
+from course_utils.lessons.lesson06 import find_tpu, tf_replicas
+from course_utils.placement import process_placement
 from course_utils.profile import PROFILE_ENV, PROFILES, get_profile
 from course_utils.timing import format_bytes
 from course_utils.versions import DISTRIBUTIONS, same_version
@@ -86,7 +86,6 @@ class Report:
     mps: bool
     tf_gpus: tuple[str, ...] | None  # None: TensorFlow not checked, not installed or not importable
     tf_error: str | None  # why importing TensorFlow failed
-    nccl: bool
     gloo: bool
     cxx_compiler: str | None  # the C++ compiler torch.compile's Inductor builds CPU kernels with (None: none)
     tpu: str | None  # what find_tpu() found
@@ -273,7 +272,7 @@ def collect(*, network: bool = True, tensorflow: bool = True, timeout: float = 3
         ram_bytes=int(psutil.virtual_memory().total), hardware=hw, engine_error=engine_error,
         gpu_memory=tuple(int(torch.cuda.get_device_properties(i).total_memory) for i in range(len(hw.gpus))),
         torch_cuda=torch.version.cuda, mps=mps_available(), tf_gpus=tf_gpus, tf_error=tf_error,
-        nccl=dist.is_available() and dist.is_nccl_available(), gloo=dist.is_available() and dist.is_gloo_available(),
+        gloo=dist.is_available() and dist.is_gloo_available(),
         cxx_compiler=_cxx_compiler(),
         tpu=find_tpu(), requirements=str(requirements) if requirements.is_file() else None,
         packages=tuple(_package(name, pins) for name in PACKAGES),
@@ -289,11 +288,13 @@ def collect(*, network: bool = True, tensorflow: bool = True, timeout: float = 3
 
 # Whether each requirement of the registry (course_utils.lessons.REQUIREMENTS) holds on a machine.
 HOLDS: dict[str, Callable[[Report], bool]] = {
-    "cuda": lambda r: bool(r.hardware.gpus),
-    "tensor_cores": lambda r: (r.hardware.gpu_capability or (0, 0)) >= TENSOR_CORE_CAPABILITY,
-    "nccl_2_gpus": lambda r: r.nccl and len(r.hardware.gpus) >= 2,
-    "nccl_4_gpus": lambda r: r.nccl and len(r.hardware.gpus) >= 4,
-    "tf_2_gpus": lambda r: len(r.tf_gpus or ()) >= 2,
+    "cuda": lambda r: default_device(len(r.hardware.gpus), r.mps) == "cuda",
+    "tensor_cores": lambda r: r.hardware.fp16_tensor_cores.holds,
+    # lessons 05 and 12 start 2 processes a node; lesson 05's model-parallel run gives each 2 stages
+    "nccl_2_gpus": lambda r: process_placement(0, 2, gpus=len(r.hardware.gpus), nccl=r.hardware.nccl).on_gpus,
+    "nccl_4_gpus": lambda r: process_placement(0, 2, gpus=len(r.hardware.gpus), nccl=r.hardware.nccl,
+                                               stages=2).on_gpus,
+    "tf_2_gpus": lambda r: not tf_replicas(len(r.tf_gpus or ())).on_cpu,
     "tpu": lambda r: r.tpu is not None,
     "native_bf16": lambda r: r.hardware.native_bf16.holds,
     "two_cores": lambda r: r.hardware.cores(2).holds,
@@ -407,7 +408,8 @@ def blocked_lessons(report: Report) -> dict[str, list[str]]:
 def lesson_plan(report: Report) -> dict[str, str]:
     """One line per lesson of the registry: its title, its device, and what each of its branches does here."""
     hw, blocked = report.hardware, blocked_lessons(report)
-    device = f"cuda:0 ({hw.gpus[0]})" if hw.gpus else "mps (Apple's GPU)" if report.mps else "the CPU"
+    device = {"cuda": f"cuda:0 ({hw.gpus[0]})" if hw.gpus else "", "mps": "mps (Apple's GPU)",
+              "cpu": "the CPU"}[default_device(len(hw.gpus), report.mps)]
     plans = {}
     for entry in LESSONS:
         plan = f"{entry.title}, on {device}" + "".join(
@@ -472,7 +474,8 @@ def format_report(report: Report) -> str:
         *((f"GPU {i}", name + (f", {format_bytes(r.gpu_memory[i])}" if i < len(r.gpu_memory) else ""))
           for i, name in enumerate(hw.gpus)),
         ("Apple MPS", "available" if r.mps else "not available"), ("TensorFlow GPUs", tf),
-        ("torch.distributed", f"NCCL {'' if r.nccl else 'not '}available, gloo {'' if r.gloo else 'not '}available"),
+        ("torch.distributed", f"NCCL {'' if r.hardware.nccl else 'not '}available, "
+                              f"gloo {'' if r.gloo else 'not '}available"),
         ("C++ compiler", r.cxx_compiler or "none found (torch.compile cannot build CPU kernels)"),
         ("TPU", f"detected ({r.tpu})" if r.tpu else "not detected")])]
 

@@ -27,6 +27,7 @@ from functools import cache
 
 import psutil
 import torch
+import torch.distributed
 
 from course_utils.claims import Condition
 
@@ -39,6 +40,8 @@ ENGINE_ENV = "COURSE_QUANTIZED_ENGINE"  # ... unless this names another (qnnpack
 # Makes a CPU with AVX-512 (bf16, VNNI) behave like one with AVX2 only, for PyTorch and TensorFlow: oneDNN
 # and FBGEMM capped at AVX2, PyTorch's own kernels too. TensorFlow does not follow the oneDNN cap (its bf16
 # kernels would still be chosen, and crash), so its oneDNN operations are switched off.
+# First CUDA compute capability with tensor cores (Volta, 7.0): fp16 products run several times faster there.
+TENSOR_CORE_CAPABILITY = (7, 0)
 AVX2_ONLY_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
                  "ATEN_CPU_CAPABILITY": "avx2"}
 
@@ -134,6 +137,8 @@ class Hardware:
     usable_cores: int
     gpus: tuple[str, ...]  # CUDA GPUs, by name
     gpu_capability: tuple[int, int] | None  # compute capability of cuda:0
+    nccl: bool = False  # torch.distributed has its NCCL backend (Linux CUDA builds)
+    gpu_peer_access: bool | None = None  # every GPU reads every other's memory directly (NVLink or PCIe P2P); None: < 2
 
     # ---- the facts as conditions -------------------------------------------------------------------------
     @property
@@ -165,7 +170,7 @@ class Hardware:
     @property
     def fp16_tensor_cores(self) -> Condition:
         """cuda:0 multiplies fp16 on tensor cores: compute capability 7.0 or newer (a T4 is 7.5, an H100 9.0)."""
-        return Condition(self.gpu_capability is not None and self.gpu_capability >= (7, 0),
+        return Condition(self.gpu_capability is not None and self.gpu_capability >= TENSOR_CORE_CAPABILITY,
                          "the GPU has fp16 tensor cores (compute capability 7.0 or newer)", self.gpu_text)
 
     def cores(self, n: int) -> Condition:
@@ -200,7 +205,18 @@ class Hardware:
         if not self.gpus:
             return "no CUDA GPU"
         cap = ".".join(map(str, self.gpu_capability or ()))
-        return f"{len(self.gpus)} CUDA GPU(s), {self.gpus[0]} (compute capability {cap})"
+        return f"{len(self.gpus)} CUDA GPU(s), {self.gpus[0]} (compute capability {cap})" + (
+            f", {self.gpu_link_text}" if len(self.gpus) > 1 else "")
+
+    @property
+    def gpu_link_text(self) -> str:
+        """How the GPUs reach each other, which bounds every collective between them."""
+        if len(self.gpus) < 2:
+            return "one GPU: no GPU-to-GPU traffic"
+        nccl = "NCCL" if self.nccl else "no NCCL in this PyTorch build"
+        if self.gpu_peer_access:
+            return f"{nccl}, peer-to-peer between all GPUs (NVLink or PCIe P2P)"
+        return f"{nccl}, no peer-to-peer between some GPUs (their traffic goes through host memory)"
 
     def summary(self) -> str:
         """One line with the facts that decide the lessons' hardware-dependent results."""
@@ -214,6 +230,7 @@ def detect() -> Hardware:
     flags = cpu_flags()
     gpus = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) \
         if torch.cuda.is_available() else ()
+    pairs = [(i, j) for i in range(len(gpus)) for j in range(len(gpus)) if i != j]
     return Hardware(
         isa=torch.backends.cpu.get_cpu_capability(),
         bf16_flags=None if flags is None else tuple(f for f in BF16_CPU_FLAGS if f in flags),
@@ -225,6 +242,8 @@ def detect() -> Hardware:
         quantized_engine=quantized_engine(),
         usable_cores=usable_cores(), gpus=gpus,
         gpu_capability=torch.cuda.get_device_capability(0) if gpus else None,
+        nccl=torch.distributed.is_available() and torch.distributed.is_nccl_available(),
+        gpu_peer_access=all(torch.cuda.can_device_access_peer(i, j) for i, j in pairs) if pairs else None,
     )
 
 

@@ -8,7 +8,7 @@ An item's status is one of:
 
 - ``taught``: ``cell`` (``04_tensorboard#c12``: a notebook's stem and a cell id) teaches it as the lecture does;
 - ``corrected``: ``cell`` is the lesson's correction of the lecture (a "The lecture says (lecture 00N) … In fact"
-  quote cell, followed by the code cell that proves it);
+  quote cell followed by the code cell that proves it, or a "… Predict:" quote cell followed by the prediction);
 - ``erratum``: a slip or dated code of the lecture, too small for the lesson's narrative: ``says`` (quoted),
   ``fact`` and ``evidence``; ``cell`` optional (where the topic is taught);
 - ``out of scope``: ``reason``, no cell.

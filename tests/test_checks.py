@@ -55,6 +55,6 @@ def test_a_prediction_is_shown_beside_the_result() -> None:
     assert repr(reveal(2, 5.2345, what="speed-up", unit="x")).startswith("🔎 speed-up: 5.23x.")
     assert repr(reveal(13, 26, what="x.grad", exact=True)) == "🔎 x.grad: 26. You predicted 13: not 13: see why below."
     assert repr(reveal(26.0, 26, what="x.grad", exact=True)) == "🔎 x.grad: 26. You predicted 26: right."
-    assert "You made no prediction" in repr(reveal(None, 26, what="x.grad", exact=True))
+    assert repr(reveal(None, 26, what="x.grad", exact=True)) == "🔎 x.grad: 26 (no prediction made)."
     with pytest.raises(TypeError, match="one number"):
         reveal("26", 26, what="x.grad")

@@ -27,7 +27,7 @@ from course_utils.lessons import LESSONS, REQUIREMENTS, Branch, lesson
 
 EVERY = [path.name[:2] for path in NOTEBOOKS]  # every lesson, from notebooks/: a new lesson changes no test here
 AVX2_CPU = Hardware(isa="AVX2", bf16_flags=(), int8_flags=(), onednn_bf16=False, onednn_cap=None, fbgemm_cap=None,
-                    tf_onednn=False, quantized_engine="x86", usable_cores=2, gpus=(), gpu_capability=None)
+                    tf_onednn=False, quantized_engine="x86", usable_cores=2, gpus=(), gpu_capability=None, nccl=True)
 MIRRORS = {"mnist": ("mnist.example:443",), "fashion_mnist": ("fashion.example:80",)}
 
 
@@ -41,7 +41,7 @@ def machine(gpus: int = 0, *, capability: tuple[int, int] = (8, 0), tf_gpus: int
         hardware=replace(AVX2_CPU, gpus=("Test GPU",) * gpus, gpu_capability=capability if gpus else None),
         engine_error=None, gpu_memory=(16 * 2**30,) * gpus, torch_cuda="13.0" if gpus else None, mps=False,
         tf_gpus=tuple(f"/physical_device:GPU:{i}" for i in range(gpus if tf_gpus is None else tf_gpus)),
-        tf_error=None, nccl=True, gloo=True, cxx_compiler="g++", tpu=None, requirements="/repo/requirements.txt",
+        tf_error=None, gloo=True, cxx_compiler="g++", tpu=None, requirements="/repo/requirements.txt",
         packages=tuple(doctor.Package(name, name, "1.0", "1.0", True) for name in doctor.PACKAGES),
         data_root="/data", data_source="from $COURSE_DATA_DIR", data_error=None,
         datasets=tuple(doctor.DatasetStatus(name, folder, "verified", "test", MIRRORS[name])
@@ -119,7 +119,8 @@ def test_plans_take_each_branch_s_then_or_otherwise():
     assert two["09"].startswith("Mixed precision, on cuda:0 (Test GPU); ")
     assert branch("05", "nccl_2_gpus").then in two["05"] and branch("05", "nccl_4_gpus").otherwise in two["05"]
     assert branch("05", "nccl_2_gpus").then in four["05"] and branch("05", "nccl_4_gpus").then in four["05"]
-    assert branch("05", "nccl_2_gpus").otherwise in doctor.lesson_plan(machine(4, nccl=False))["05"]
+    assert branch("05", "nccl_2_gpus").otherwise in doctor.lesson_plan(
+        machine(4, hardware=replace(AVX2_CPU, gpus=("Test GPU",) * 4, gpu_capability=(8, 0), nccl=False)))["05"]
     assert branch("06", "tf_2_gpus").then in two["06"] and branch("01", "cuda").then in two["01"]
     assert branch("06", "tf_2_gpus").otherwise in doctor.lesson_plan(machine(2, tf_gpus=0))["06"]
     assert branch("09", "tensor_cores").then in two["09"]

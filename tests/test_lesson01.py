@@ -36,6 +36,17 @@ def test_two_branches_share_their_levels():
         ["ExpBackward0", "AccumulateGrad", "SinBackward0"], ["AccumulateGrad"]]
 
 
+def test_the_drawing_names_the_leaves_and_its_depths():
+    import matplotlib.pyplot as plt
+
+    x, y, z = (torch.tensor(v, requires_grad=True) for v in (-2.0, 5.0, -4.0))
+    ax = lesson01.draw_autograd_graph((x + y) * z, leaves={"x": x, "y": y, "z": z}, depths=True)
+    texts = {t.get_text() for t in ax.texts}
+    assert {"AccumulateGrad\nx = -2", "AccumulateGrad\ny = 5", "AccumulateGrad\nz = -4", "MulBackward0"} <= texts
+    assert {"depth 0", "depth 1", "depth 2"} <= texts
+    plt.close(ax.figure)
+
+
 def test_graph_levels_refuses_a_tensor_without_a_graph():
     with pytest.raises(ValueError, match="requires_grad=True"):
         lesson01.graph_levels(torch.ones(2))

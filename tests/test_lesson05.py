@@ -196,3 +196,27 @@ def test_my_ddp_check_solution_and_missing_script(tmp_path):
     assert "64 // dist.get_world_size()" in repr(lesson05.check_my_ddp(tmp_path / "x.py", solution=True))
     with pytest.raises(FileNotFoundError, match="%%writefile"):
         lesson05.check_my_ddp(tmp_path / "missing.py")
+
+
+BUCKETS = {"ready": {"2.bias": 1.0, "2.weight": 1.2, "1.0.bias": 4.0, "1.0.weight": 4.1, "0.0.bias": 8.0,
+                     "0.0.weight": 8.2},
+           "buckets": [{"index": 0, "start": 1.3, "end": 5.0, "parameters": ["2.bias", "2.weight"]},
+                       {"index": 1, "start": 4.2, "end": 6.0, "parameters": ["1.0.bias", "1.0.weight"]},
+                       {"index": 2, "start": 8.3, "end": 9.0, "parameters": ["0.0.bias", "0.0.weight"]}],
+           "backward_ms": 9.5}
+
+
+def test_the_bucket_timeline_counts_what_overlapped_the_backward_pass():
+    import matplotlib.pyplot as plt
+
+    timeline = lesson05.BucketTimeline.from_record(BUCKETS)
+    assert timeline.last_gradient_ms == 8.2
+    assert timeline.started_during_backward() == 2  # buckets 0 and 1 began before 8.2 ms; bucket 2 at 8.3
+    hidden, total = timeline.overlapped_ms()
+    # union of [1.3, 5.0] and [4.2, 6.0] = 4.7 ms, all before 8.2; plus [8.3, 9.0] = 0.7 ms, after
+    assert hidden == pytest.approx(4.7) and total == pytest.approx(5.4)
+    fig, ax = plt.subplots()
+    lesson05.draw_bucket_timeline(timeline, ax)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["gradients\nready", "bucket 0", "bucket 1", "bucket 2"]
+    assert len(ax.patches) == 3 and "layers 2" in [t.get_text() for t in ax.texts]
+    plt.close(fig)

@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
 
 from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
+from course_utils.hardware import detect
 from course_utils.lessons import lesson09
 from course_utils.lessons.lesson09 import fast_low_precision_dtype, peak_memory_bytes
 
 
-def test_cpu_without_native_bf16_gets_no_dtype(monkeypatch):
-    monkeypatch.setattr(lesson09, "cpu_has_fast_bf16", lambda: False)
-    dtype, reason = fast_low_precision_dtype("cpu")
+def test_cpu_without_native_bf16_gets_no_dtype():
+    dtype, reason = fast_low_precision_dtype("cpu", replace(detect(), onednn_bf16=False))
     assert dtype is None and "no native bf16" in reason
 
 
-def test_cpu_with_native_bf16_gets_bfloat16(monkeypatch):
-    monkeypatch.setattr(lesson09, "cpu_has_fast_bf16", lambda: True)
-    assert fast_low_precision_dtype(torch.device("cpu")).dtype is torch.bfloat16
+def test_cpu_with_native_bf16_gets_bfloat16():
+    assert fast_low_precision_dtype(torch.device("cpu"), replace(detect(), onednn_bf16=True)).dtype is torch.bfloat16
 
 
 @pytest.mark.parametrize(("capability", "dtype"), [((9, 0), torch.float16), ((7, 0), torch.float16), ((6, 1), None)])
-def test_cuda_needs_tensor_cores(monkeypatch, capability, dtype):
-    monkeypatch.setattr(lesson09, "_cuda_capability", lambda device: capability)
-    choice = fast_low_precision_dtype("cuda")
+def test_cuda_needs_tensor_cores(capability, dtype):
+    choice = fast_low_precision_dtype("cuda", replace(detect(), gpus=("Test GPU",), gpu_capability=capability))
     assert choice.dtype is dtype and f"{capability[0]}.{capability[1]}" in choice.reason
 
 

@@ -190,23 +190,28 @@ def test_metadata_is_kernelspec_tags_and_slide_types_only(notebook):
         assert set(cell["metadata"]) <= {"tags", "slideshow"}, f"cell {cell.get('id')}: {sorted(cell['metadata'])}"
 
 
-CORRECTION = re.compile(r"> \*\*The lecture says\*\* \(lecture 00[0-3]\): .+?\*\*In fact\*\* .+", re.DOTALL)
+CORRECTION = re.compile(r"> \*\*The lecture says\*\* \(lecture 00[0-3]\): .+?\*\*(In fact|Predict)\*\*:? .+", re.DOTALL)
 
 
 def test_lecture_corrections_take_one_form_and_a_cell_proves_each(notebook):
-    """A lecture correction (notebook-style.md) is one quote cell naming its deck; the next cell proves it."""
+    """A lecture correction (CONTRIBUTING.md) is one quote cell naming its deck. Stated (**In fact**), the next cell
+    proves it; asked (**Predict**), the next cell is the prediction, and an **In fact** cell soon after answers."""
     _, nb = notebook
     cells = nb["cells"]
     for i, cell in enumerate(cells):
         text = source(cell)
         if cell["cell_type"] != "markdown" or "The lecture says" not in text:
             continue
-        form = "> **The lecture says** (lecture 00N): … **In fact** …"
+        form = "> **The lecture says** (lecture 00N): … **In fact** … (or **Predict**: …)"
         assert CORRECTION.fullmatch(text.strip()), f"write it as `{form}`:\n{text}"
         assert all(line.startswith(">") for line in text.strip().splitlines()), f"one blockquote:\n{text}"
         following = cells[i + 1] if i + 1 < len(cells) else None
         assert following is not None and following["cell_type"] == "code" and source(following).strip(), (
-            f"the cell right after a correction demonstrates it:\n{text}")
+            f"the cell right after a correction demonstrates it, or takes the prediction:\n{text}")
+        if "**In fact**" not in text:
+            assert PREDICTION.fullmatch(source(following).strip()), f"a prediction cell follows the question:\n{text}"
+            assert any(c["cell_type"] == "markdown" and source(c).lstrip().startswith("**In fact**")
+                       for c in cells[i + 2:i + 8]), f"an **In fact** cell answers the question soon after:\n{text}"
 
 
 PREDICTION = re.compile(r"^(\w+) = None  # PREDICT: \S.+$", re.M)

@@ -13,8 +13,10 @@ from torch import nn
 from course_utils.checks import CheckResult, check_numbers
 
 
-def _walk_graph(output: torch.Tensor) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """Edges ``(child, parent)`` of the backward graph and a display label for each node."""
+def _walk_graph(output: torch.Tensor, leaves: dict[str, torch.Tensor] | None = None,
+                ) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """Edges ``(child, parent)`` of the backward graph and a display label for each node; ``leaves`` names the leaf
+    tensors (``{"x": x}``) in the labels of their ``AccumulateGrad`` nodes."""
     if not isinstance(output, torch.Tensor) or output.grad_fn is None:
         raise ValueError("output must be a tensor produced by operations on tensors with requires_grad=True.")
     names: dict[int, str] = {}
@@ -28,8 +30,9 @@ def _walk_graph(output: torch.Tensor) -> tuple[list[tuple[str, str]], dict[str, 
             alive.append(fn)
             names[id(fn)] = f"{type(fn).__name__}#{len(names)}"
             leaf = getattr(fn, "variable", None)
-            value = f"\nleaf {leaf.item():g}" if leaf is not None and leaf.numel() == 1 else ""
-            labels[names[id(fn)]] = type(fn).__name__ + value
+            named = next((n for n, t in (leaves or {}).items() if t is leaf), "leaf") if leaf is not None else ""
+            value = f" = {leaf.item():g}" if leaf is not None and leaf.numel() == 1 else ""
+            labels[names[id(fn)]] = type(fn).__name__ + (f"\n{named}{value}" if leaf is not None else "")
         return names[id(fn)]
 
     edges, stack, seen = [], [output.grad_fn], set()
@@ -81,22 +84,31 @@ def graph_levels(output: torch.Tensor) -> list[list[str]]:
             for d in sorted(levels)]
 
 
-def draw_autograd_graph(output: torch.Tensor, *, title: str = "backward graph") -> Axes:
-    """Draw the backward graph of ``output`` as layered boxes, the output at the top."""
-    edges, labels = _walk_graph(output)
+def draw_autograd_graph(output: torch.Tensor, *, title: str = "backward graph", depths: bool = False,
+                        leaves: dict[str, torch.Tensor] | None = None) -> Axes:
+    """Draw the backward graph of ``output`` as layered boxes, the output at the top; ``depths`` labels each layer
+    with its longest distance from the output (the groups of :func:`graph_levels`), ``leaves`` names the leaves."""
+    edges, labels = _walk_graph(output, leaves)
     depth = _depths(edges, edges[0][0]) if edges else {next(iter(labels)): 0}
     layers: dict[int, list[str]] = {}
     for node, d in depth.items():
         layers.setdefault(d, []).append(node)
     pos = {node: (i - (len(nodes) - 1) / 2, -d) for d, nodes in layers.items() for i, node in enumerate(nodes)}
-    _, ax = plt.subplots(figsize=(5, 1.1 * len(layers) + 0.6))
+    widest = max(len(nodes) for nodes in layers.values())
+    _, ax = plt.subplots(figsize=(max(5.0, 1.8 * widest + (1.2 if depths else 0)), 1.1 * len(layers) + 0.6))
     for child, parent in edges:
         (x0, y0), (x1, y1) = pos[child], pos[parent]
         ax.annotate("", xy=(x1, y1 + 0.15), xytext=(x0, y0 - 0.15), arrowprops={"arrowstyle": "->"})
     for node, (x, y) in pos.items():
         ax.text(x, y, labels[node], ha="center", va="center", fontsize=9,
                 bbox={"boxstyle": "round", "fc": "#dbe9f6" if "Accumulate" not in node else "#f6e3db"})
-    ax.set_xlim(min(x for x, _ in pos.values()) - 1, max(x for x, _ in pos.values()) + 1)
+    left = min(x for x, _ in pos.values()) - 1
+    if depths:
+        for d in layers:
+            ax.text(left - 0.4, -d, f"depth {d}", ha="left", va="center", fontsize=9, color="0.35")
+            ax.axhspan(-d - 0.35, -d + 0.35, color="0.95" if d % 2 else "0.9", zorder=0)
+        left -= 0.6
+    ax.set_xlim(left, max(x for x, _ in pos.values()) + 1)
     ax.set_ylim(-len(layers) + 0.4, 0.6)
     ax.set_title(f"{title} (gradients flow downward, to the leaves)")
     ax.axis("off")

@@ -173,6 +173,64 @@ def draw_ring_all_reduce(trace: RingTrace, ax: Axes) -> None:
         side.set_visible(False)
 
 
+@dataclass(frozen=True)
+class BucketTimeline:
+    """One rank's backward pass under DDP: when each gradient landed and when each bucket was all-reduced (ms from the
+    start of ``backward``), as ``ddp_overlap.py`` records them through a comm hook and gradient hooks."""
+
+    ready: dict[str, float]  # parameter name -> ms when its gradient was in .grad
+    buckets: tuple[tuple[float, float, tuple[str, ...]], ...]  # (start, end, parameter names), in DDP's bucket order
+    backward_ms: float  # when loss.backward() returned
+
+    @classmethod
+    def from_record(cls, record: dict) -> BucketTimeline:
+        return cls(dict(record["ready"]), tuple((b["start"], b["end"], tuple(b["parameters"])) for b in
+                                                 record["buckets"]), float(record["backward_ms"]))
+
+    @property
+    def last_gradient_ms(self) -> float:
+        return max(self.ready.values())
+
+    def started_during_backward(self) -> int:
+        """Buckets whose all-reduce began before the last gradient was computed."""
+        return sum(start < self.last_gradient_ms for start, _, _ in self.buckets)
+
+    def overlapped_ms(self) -> tuple[float, float]:
+        """(ms of all-reduce that ran while gradients were still being computed, ms of all-reduce in all), the time
+        of the union of the buckets' intervals in both cases."""
+        def union(intervals: list[tuple[float, float]]) -> float:
+            total, reach = 0.0, -math.inf
+            for a, b in sorted(intervals):
+                total += max(0.0, b - max(a, reach))
+                reach = max(reach, b)
+            return total
+        spans = [(a, b) for a, b, _ in self.buckets]
+        return union([(a, min(b, self.last_gradient_ms)) for a, b in spans if a < self.last_gradient_ms]), union(spans)
+
+
+def draw_bucket_timeline(timeline: BucketTimeline, ax: Axes) -> None:
+    """A row per bucket, its all-reduce as a bar; above them, a tick where each layer's gradient landed."""
+    layers: dict[str, float] = {}
+    for name, ms in timeline.ready.items():  # a layer's weight and bias land together: one tick per layer
+        layer = name.rsplit(".", 1)[0]
+        layers[layer] = max(ms, layers.get(layer, 0.0))
+    for layer, ms in layers.items():
+        ax.plot([ms, ms], [-0.35, 0.35], color="tab:blue", lw=2)
+        ax.annotate(f"layer {layer.split('.')[0]}", (ms, -0.45), ha="center", fontsize=7, rotation=90, va="bottom")
+    for row, (start, end, params) in enumerate(timeline.buckets, start=1):
+        ax.barh(row, end - start, left=start, height=0.6, color="tab:orange")
+        members = sorted({p.split(".")[0] for p in params}, key=int)
+        ax.text(end + 0.01 * timeline.backward_ms, row, "layers " + ", ".join(members), va="center", fontsize=7)
+    ax.axvline(timeline.last_gradient_ms, color="0.4", ls="--", lw=1)
+    ax.axvline(timeline.backward_ms, color="0.1", lw=1)
+    ax.set_yticks(range(len(timeline.buckets) + 1), ["gradients\nready"] + [f"bucket {i}" for i in
+                                                                             range(len(timeline.buckets))], fontsize=8)
+    ax.set_ylim(len(timeline.buckets) + 0.6, -2.2)
+    ax.set_xlim(0, timeline.backward_ms * 1.18)
+    ax.set_xlabel("ms since backward() started (dashed: last gradient computed; solid: backward() returned)")
+    ax.set_title("DDP all-reduces each bucket as soon as its gradients are in, while backward goes on", fontsize=9)
+
+
 # ---------------------------------------- exercise checks
 
 

@@ -27,6 +27,50 @@ from matplotlib.axes import Axes
 from course_utils.checks import NO_ANSWER, CheckResult, check_numbers
 from course_utils.launch import LOCALHOST, free_ports
 
+# ---------------------------------------- where the replicas run
+
+REPLICAS = 2  # the lesson's MirroredStrategy and CentralStorageStrategy run 2 replicas on every machine
+
+
+@dataclass(frozen=True)
+class TfReplicas:
+    """Where the lesson's 2 replicas run, decided from the number of GPUs TensorFlow sees."""
+
+    device_type: str  # "GPU": 2 physical GPUs; "CPU": 2 logical devices of the CPU
+    hide_gpus: bool  # one GPU: hidden, so that the one-device baselines run on the CPU like the replicas
+    logical_cpus: int  # the CPU is split into this many logical devices (0: not split)
+    all_reduce: str  # the implementation MirroredStrategy's default CollectiveAllReduce picks: "NCCL" or "RING"
+    nccl_kernel: bool  # NcclAllReduce can run: it has GPU kernels only
+    note: str
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.device_type == "CPU"
+
+
+def tf_replicas(tf_gpus: int) -> TfReplicas:
+    """The lesson's replica placement for a TensorFlow that sees ``tf_gpus`` GPUs (``tf.config.list_physical_devices``).
+
+    Two or more GPUs: the first two are the replicas, all-reduced with NCCL. Fewer: two logical CPU devices
+    stand in, with RING all-reduces; a single GPU (Colab's) is hidden, or TensorFlow would place the
+    one-device baselines on it and compare a GPU with CPU replicas.
+
+    Raises:
+        ValueError: for a negative or non-integer count.
+    """
+    if isinstance(tf_gpus, bool) or not isinstance(tf_gpus, int) or tf_gpus < 0:
+        raise ValueError(f"tf_gpus must be a number of GPUs (an int >= 0), got {tf_gpus!r}.")
+    if tf_gpus >= REPLICAS:
+        rest = ("" if tf_gpus == REPLICAS else "; GPU:2 stays idle" if tf_gpus == REPLICAS + 1 else
+                f"; GPU:2 to GPU:{tf_gpus - 1} stay idle")
+        return TfReplicas("GPU", False, 0, "NCCL", True,
+                          f"{tf_gpus} GPUs visible to TensorFlow: the replicas are GPU:0 and GPU:1{rest}")
+    hidden = tf_gpus == 1
+    note = ("one GPU hidden from TensorFlow, so that every comparison is CPU against CPU: " if hidden else
+            "no GPU visible to TensorFlow: ") + f"{REPLICAS} logical devices of the CPU stand in for {REPLICAS} GPUs"
+    return TfReplicas("CPU", hidden, REPLICAS, "RING", False, note)
+
+
 # ---------------------------------------- one MirroredStrategy step, traced and drawn
 
 @dataclass(frozen=True)

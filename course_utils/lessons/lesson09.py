@@ -5,7 +5,7 @@ only answers two plumbing questions::
 
     from course_utils.lessons.lesson09 import fast_low_precision_dtype, peak_memory_bytes
 
-    dtype, reason = fast_low_precision_dtype(env.device)   # torch.float16 on a tensor-core GPU, ...
+    dtype, reason = fast_low_precision_dtype(env.device, env.hardware)   # torch.float16 on a tensor-core GPU, ...
     peak = peak_memory_bytes(train_step, env.device)       # bytes of tensors allocated at the peak
 
 The exercise checks of the lesson follow its plumbing.
@@ -19,11 +19,8 @@ from typing import Any, NamedTuple
 import torch
 
 from course_utils.checks import CheckResult, check_numbers
-from course_utils.hardware import cpu_has_fast_bf16
+from course_utils.hardware import Hardware, detect
 from course_utils.memory import peak_memory
-
-# First CUDA compute capability with tensor cores (Volta, 7.0): fp16 matmuls run several times faster there.
-TENSOR_CORE_CAPABILITY = (7, 0)
 
 
 class LowPrecisionChoice(NamedTuple):
@@ -33,12 +30,9 @@ class LowPrecisionChoice(NamedTuple):
     reason: str
 
 
-def _cuda_capability(device: torch.device) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(device)
-
-
-def fast_low_precision_dtype(device: torch.device | str) -> LowPrecisionChoice:
-    """Say which autocast dtype makes a training step faster on ``device``, with the hardware reason.
+def fast_low_precision_dtype(device: torch.device | str, hw: Hardware | None = None) -> LowPrecisionChoice:
+    """Say which autocast dtype makes a training step faster on ``device`` of the machine ``hw`` (default: this
+    one, :func:`course_utils.hardware.detect`), with the hardware reason.
 
     * CUDA with tensor cores (compute capability >= 7.0): ``torch.float16`` (used with a GradScaler).
     * CUDA without tensor cores: ``None``; fp16 arithmetic there is no faster than fp32.
@@ -55,13 +49,16 @@ def fast_low_precision_dtype(device: torch.device | str) -> LowPrecisionChoice:
         device = torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device must be a torch.device or a string such as 'cpu' or 'cuda', got {device!r}.") from exc
+    hw = hw or detect()
     if device.type == "cuda":
-        major, minor = _cuda_capability(device)
-        if (major, minor) >= TENSOR_CORE_CAPABILITY:
+        if hw.gpu_capability is None:
+            raise ValueError(f"device {device} asked for, but the machine has {hw.gpu_text}.")
+        major, minor = hw.gpu_capability
+        if hw.fp16_tensor_cores.holds:
             return LowPrecisionChoice(torch.float16, f"CUDA compute capability {major}.{minor} has fp16 tensor cores")
         return LowPrecisionChoice(None, f"CUDA compute capability {major}.{minor} has no tensor cores (needs >= 7.0)")
     if device.type == "cpu":
-        if cpu_has_fast_bf16():
+        if hw.onednn_bf16:
             return LowPrecisionChoice(torch.bfloat16, "oneDNN reports native bf16 kernels on this CPU")
         return LowPrecisionChoice(None, "oneDNN reports no native bf16 kernels on this CPU (no AVX-512/AMX bf16 "
                                         "support): bf16 is emulated through fp32 and runs slower than fp32")

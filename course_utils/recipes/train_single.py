@@ -1,4 +1,5 @@
-"""Train a small MLP on MNIST in one process: the starting point of train_ddp.py."""
+"""Train a small MLP on MNIST, the recipe the lessons change step by step: train_single.py (one process) ->
+train_ddp.py (DDP, lesson 05) -> train_fsdp.py (FSDP2, lesson 12)."""
 import argparse
 from pathlib import Path
 
