@@ -30,8 +30,9 @@ def _walk_graph(output: torch.Tensor, leaves: dict[str, torch.Tensor] | None = N
             alive.append(fn)
             names[id(fn)] = f"{type(fn).__name__}#{len(names)}"
             leaf = getattr(fn, "variable", None)
-            named = next((n for n, t in (leaves or {}).items() if t is leaf), "leaf") if leaf is not None else ""
-            value = f" = {leaf.item():g}" if leaf is not None and leaf.numel() == 1 else ""
+            named = next((n for n, t in (leaves or {}).items() if t is leaf), None) if leaf is not None else None
+            value = f"{' =' if named else ''} {leaf.item():g}" if leaf is not None and leaf.numel() == 1 else ""
+            named = named or "leaf"
             labels[names[id(fn)]] = type(fn).__name__ + (f"\n{named}{value}" if leaf is not None else "")
         return names[id(fn)]
 
