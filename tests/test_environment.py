@@ -45,10 +45,11 @@ def test_tensorflow_comes_from_one_distribution_on_each_machine():
         assert chosen == (["tensorflow-cpu"] if machine in ("x86_64", "AMD64") else ["tensorflow"]), (machine, chosen)
 
 
-def test_environment_yml_installs_requirements_txt_and_the_package():
+def test_environment_yml_installs_the_lock_then_the_package():
     text = (REPO / "environment.yml").read_text()
     pip = re.findall(r"^\s{6}- (.+)$", text, re.MULTILINE)
-    assert pip == ["-r requirements.txt", "-e ."], "conda's pip step installs the one pinned file, then the package"
+    assert pip == ["-r requirements.lock"], "conda's pip step installs the lock (hash-checking mode: no editable)"
+    assert "pip install --no-deps -e ." in text.splitlines()[0], "the package after it, as the file's first line says"
     assert re.search(r"^\s+- python=3\.11\s*$", text, re.MULTILINE)
 
 
@@ -114,12 +115,12 @@ def test_ci_runs_the_readme_test_command_and_nothing_else():
     assert commands[0] in readme and "make lab" in readme
 
 
-def test_venv_is_keyed_by_the_requirements_hash():
+def test_venv_is_keyed_by_the_lock_hash():
     makefile = (REPO / "Makefile").read_text()
     assert "hashlib.sha256" in makefile and "$(REQ_HASH)" in makefile, "hashed by Python: macOS has no sha256sum"
     if "accelerated-dl/venv-py" in sys.prefix:
-        digest = hashlib.sha256((REPO / "requirements.txt").read_bytes()).hexdigest()[:16]
-        assert sys.prefix.endswith(digest), "the test venv does not match requirements.txt: run `make test`"
+        digest = hashlib.sha256((REPO / "requirements.lock").read_bytes()).hexdigest()[:16]
+        assert sys.prefix.endswith(digest), "the test venv does not match requirements.lock: run `make test`"
 
 
 def fake_python(tmp_path: Path, version: str) -> Path:

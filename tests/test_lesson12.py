@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 
@@ -98,7 +99,7 @@ def test_count_ops_counts_what_runs():
 def test_zero_stages_divide_what_they_shard():
     held = [lesson12.zero_bytes_per_parameter(stage, 4) for stage in range(4)]
     assert [sum(h.values()) for h in held] == [16, 7, 5.5, 4]  # (2 + 2 + K), then K, K + 2, K + 4 split by 4
-    assert held[2] == {"weights": 2, "gradients": 0.5, "optimizer state": 3}
+    assert held[2] == {"parameters": 2, "gradients": 0.5, "optimizer state": 3}
     with pytest.raises(ValueError, match="stage is 0"):
         lesson12.zero_bytes_per_parameter(4, 4)
 
@@ -130,8 +131,16 @@ def test_the_pictures_draw():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["block 1", "block 2", "block 3", "root"]
     assert sum(t.get_text() == "AG" for t in ax.texts) == 8
     fig, ax = plt.subplots()
-    lesson12.draw_recomputation({"none": [1, 1, 1], "every block": [2, 2, 2]}, ax)
+    lesson12.draw_fsdp_schedule(lesson12.fsdp_schedule(1, False), ax, "ZeRO-2", root_label="root: the head")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["block 1", "root: the head"]
+    lesson12.fsdp_schedule_legend(ax)
+    assert [t.get_text()[:3] for t in ax.get_legend().get_texts()] == ["AG:", "F: ", "B: ", "fre", "RS:"]
+    fig, ax = plt.subplots()
+    lesson12.draw_recomputation({"none": [1, 1, 1], "every block": [2, 2, 2]}, ax, {"every block": [0, 1, 2]})
     assert [t.get_text() for t in ax.texts] == ["1"] * 3 + ["2"] * 3
+    assert [len(c.get_offsets()) for c in ax.collections] == [0, 3]  # a triangle on each kept input
+    with pytest.raises(ValueError, match="keeps the input of a block it recomputes"):
+        lesson12.draw_recomputation({"none": [1, 1]}, ax, {"none": [0]})
     with pytest.raises(ValueError, match="ran 3 times"):
         lesson12.draw_recomputation({"none": [1, 3]}, ax)
     with pytest.raises(ValueError, match="differ in length"):
@@ -149,3 +158,26 @@ def test_memory_plan_check_weighs_fit_and_extra_work():
     assert lesson12.check_memory_plan(None) == NO_ANSWER
     assert "not (2, 'yes')" in repr(lesson12.check_memory_plan((2, "yes")))
     assert "the plan to take is ZeRO-2" in repr(lesson12.check_memory_plan(None, solution=True))
+
+
+def test_one_colour_per_kind_of_memory():
+    assert len(set(lesson12.MEMORY_COLORS.values())) == len(lesson12.MEMORY_COLORS)
+    assert set(lesson12.TIMELINE_CATEGORIES) == set(lesson12.MEMORY_COLORS)  # every kind the profiler reports
+    with pytest.raises(KeyError, match="no colour for 'biases'"):
+        lesson12.memory_color("biases")
+
+
+def test_the_timeline_peak_and_its_picture():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ms = np.array([0.0, 1.0, 2.0])
+    by_kind = {"parameters": np.array([8, 8, 8]), "activations": np.array([0, 4096, 0]),
+               "gradients": np.array([0, 0, 8]), "unknown": np.array([0, 0, 0])}
+    assert lesson12.timeline_peak(by_kind) == {"parameters": 8, "activations": 4096}
+    fig, ax = plt.subplots()
+    lesson12.draw_memory_timeline(ms, by_kind, ax, min_bytes=8)
+    assert [c.get_label() for c in ax.collections] == ["parameters", "activations", "gradients"]  # not "unknown"
+    assert ax.lines[0].get_xdata()[0] == 1.0                                                       # the peak, dotted
+    plt.close("all")

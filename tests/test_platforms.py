@@ -1,99 +1,82 @@
-"""Every platform the README names installs the pinned stack: pip resolves requirements.txt for each platform and
-supported Python against the package registry, wheels only (nothing to compile on a student's laptop), so that a
-pin without wheels fails here rather than on a laptop. Only metadata is fetched; nothing is installed.
-
-pip's ``--platform`` and ``--python-version`` choose wheels but leave environment markers (``; platform_machine ==
-...``) evaluated for this machine, which would give a Mac torch's CUDA libraries and ARM ``tensorflow-cpu``. So pip
-runs with its marker environment replaced by the target's (``PIP_FOR``)."""
+"""Every platform the README names installs the locked stack from wheels: uv resolves requirements.txt, held to
+the versions of requirements.lock, for each platform and supported Python against the package registry, wheels only
+(nothing to compile on a student's laptop), so that a locked version without a wheel for one of them fails here
+rather than on a laptop. Only metadata is fetched; nothing is installed. It asks the registry (about a minute), so
+`make lock` runs it (with COURSE_ASK_REGISTRY=1) and `make test` leaves it out: tests/test_lock.py checks the lock
+offline."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 
 import pytest
+from stacks import LOCK, MARKERS, PLATFORMS, REPO, locked_for, read_lock, supported_pythons
 
-from conftest import REPO
+pytestmark = pytest.mark.skipif(not os.environ.get("COURSE_ASK_REGISTRY"),
+                                reason="asks the package registry: `make lock` runs it")
 
-# pip's --platform takes exact tags: list the older manylinux tags a glibc 2.35 system (Ubuntu 22.04) accepts.
-_LINUX = [f"manylinux_2_{minor}_{{arch}}" for minor in range(35, 16, -1)] + ["manylinux2014_{arch}"]
-PLATFORMS = {
-    "Linux x86-64 (also WSL2, Docker, Colab)": [tag.format(arch="x86_64") for tag in _LINUX],
-    "Linux aarch64 (Docker on Apple Silicon)": [tag.format(arch="aarch64") for tag in _LINUX],
-    "macOS arm64 (Apple Silicon, macOS 14)": ["macosx_14_0_arm64"],  # pip adds the older macOS versions
-    "Windows x86-64 (pip only: the course runs in WSL2)": ["win_amd64"],
+UV = Path(sys.executable).with_name("uv")  # requirements.txt pins it: the venv has it
+TARGETS = {  # uv's --python-platform for each platform (glibc 2.35: Ubuntu 22.04; macOS 14), and its environment
+    "Linux x86-64 (also WSL2, Docker, Colab)": ("x86_64-manylinux_2_35", {}),
+    "Linux aarch64 (Docker on Apple Silicon)": ("aarch64-manylinux_2_35", {}),
+    "macOS arm64 (Apple Silicon, macOS 14)": ("aarch64-apple-darwin", {"MACOSX_DEPLOYMENT_TARGET": "14.0"}),
+    "Windows x86-64 (pip only: the course runs in WSL2)": ("x86_64-pc-windows-msvc", {}),
 }
-LINUX, MAC, WINDOWS = ({"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"},
-                        {"sys_platform": "darwin", "platform_system": "Darwin", "os_name": "posix"},
-                        {"sys_platform": "win32", "platform_system": "Windows", "os_name": "nt"})
-MARKERS = {  # the values of environment markers on each platform
-    "Linux x86-64 (also WSL2, Docker, Colab)": {**LINUX, "platform_machine": "x86_64"},
-    "Linux aarch64 (Docker on Apple Silicon)": {**LINUX, "platform_machine": "aarch64"},
-    "macOS arm64 (Apple Silicon, macOS 14)": {**MAC, "platform_machine": "arm64"},
-    "Windows x86-64 (pip only: the course runs in WSL2)": {**WINDOWS, "platform_machine": "AMD64"},
-}
-PIP_FOR = """import json, sys
-from pip._vendor.packaging import markers
-target, host = json.loads(sys.argv[1]), markers.default_environment
-markers.default_environment = lambda: {**host(), **target}
-from pip._internal.cli.main import main
-sys.exit(main(sys.argv[2:]))"""
 
 
-def supported_pythons() -> list[str]:
-    """The Makefile's SUPPORTED_PYTHONS: the Pythons the course promises."""
-    return re.search(r"^SUPPORTED_PYTHONS := (.+)$", (REPO / "Makefile").read_text(), re.MULTILINE)[1].split()
-
-
-@cache
-def resolve(platform: str, python: str, tmp: Path) -> tuple[int, dict | str]:
-    """pip's resolution of requirements.txt for a platform and Python: (exit status, its report or its error)."""
-    report = tmp / (re.sub(r"\W+", "-", platform) + f"-{python}.json")
-    tags = [arg for tag in PLATFORMS[platform] for arg in ("--platform", tag)]
-    markers = {**MARKERS[platform], "python_version": python, "python_full_version": f"{python}.0"}
-    out = subprocess.run(
-        [sys.executable, "-c", PIP_FOR, json.dumps(markers), "install", "--dry-run", "--ignore-installed", "--quiet",
-         "--report", str(report),
-         "--target", str(tmp / "never-written"), "--only-binary=:all:", "--python-version", python,
-         "--implementation", "cp", *tags, "-r", str(REPO / "requirements.txt")],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-    return out.returncode, json.loads(report.read_text()) if out.returncode == 0 else out.stderr[-3000:]
+def resolve(platform: str, python: str, tmp: Path, *, held: bool = True) -> tuple[int, str]:
+    """uv's resolution of requirements.txt for a platform and Python, wheels only, held to the lock's versions (or
+    not): (exit status, the resolved file or uv's error)."""
+    constraints = tmp / "lock-versions.txt"  # the lock without its hashes
+    constraints.write_text("".join(f"{e.name}=={e.version}" + (f" ; {e.marker}" if e.marker else "") + "\n"
+                                   for e in read_lock(LOCK)))
+    out = tmp / (re.sub(r"\W+", "-", platform) + f"-{python}.txt")
+    target, env = TARGETS[platform]
+    run = subprocess.run(
+        [str(UV), "pip", "compile", str(REPO / "requirements.txt"), *(["-c", str(constraints)] if held else []),
+         "--python-platform", target, "--python-version", python, "--only-binary", ":all:", "--quiet",
+         "--no-header", "--output-file", str(out)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    return run.returncode, out.read_text() if run.returncode == 0 else run.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
-def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tuple[int, dict | str]]:
-    """All resolutions, two at a time (about 20 s of CPU each)."""
+def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tuple[int, str]]:
+    """All resolutions, two at a time."""
     tmp = tmp_path_factory.mktemp("resolve")
     cases = [(platform, python) for platform in PLATFORMS for python in supported_pythons()]
     with ThreadPoolExecutor(2) as pool:
         return dict(zip(cases, pool.map(lambda case: resolve(*case, tmp), cases)))
 
 
+def test_every_platform_has_a_target():
+    assert set(TARGETS) == set(PLATFORMS) == set(MARKERS)
+
+
 @pytest.mark.parametrize("platform", PLATFORMS)
-def test_the_pinned_stack_has_wheels_for(platform, resolutions):
+def test_the_locked_stack_has_wheels_for(platform, resolutions, tmp_path):
     for python in supported_pythons():
         status, result = resolutions[platform, python]
-        assert status == 0, f"{platform}, Python {python}: pip cannot resolve requirements.txt:\n{result}"
-        installed = {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
-                     for item in result["install"]}
+        assert status == 0, f"{platform}, Python {python}: no wheels of the locked versions:\n{result}"
+        resolved = tmp_path / f"{python}.txt"
+        resolved.write_text(result)
+        installed = {e.name: e.version for e in read_lock(resolved)}
+        locked = locked_for(platform, python)
+        assert installed == {name: locked[name] for name in installed}, "uv held to the lock resolves the lock"
         tensorflow = "tensorflow-cpu" if MARKERS[platform]["platform_machine"] in ("x86_64", "AMD64") else "tensorflow"
-        assert installed.get(tensorflow) == "2.21.0" and installed["torch"].split("+")[0] == "2.14.1", (
-            f"{platform}, Python {python}: {tensorflow} {installed.get(tensorflow)}, torch {installed['torch']}")
-        other = "tensorflow" if tensorflow == "tensorflow-cpu" else "tensorflow-cpu"
-        assert other not in installed, f"{platform}: both {tensorflow} and {other}, one module twice"
+        assert installed.get(tensorflow) == "2.21.0" and installed["torch"] == "2.14.1", (platform, python)
         if platform.startswith("macOS"):
             assert not [name for name in installed if name.startswith("nvidia-")], "no CUDA libraries on a Mac"
 
 
 @pytest.mark.parametrize("python", ["3.10", "3.14"])
 def test_the_range_is_as_wide_as_the_wheels_allow(python, tmp_path):
-    """Just outside the range a pin has no wheels (NumPy 2.4 and pandas 3 need 3.11, TensorFlow 2.21 stops at 3.13):
-    widen SUPPORTED_PYTHONS when this starts to fail."""
-    status, error = resolve("Linux x86-64 (also WSL2, Docker, Colab)", python, tmp_path)
-    assert status != 0 and "No matching distribution" in error
+    """Just outside the range a pin has no wheels (NumPy 2.4, pandas 3 and Keras 3.15 need 3.11, TensorFlow 2.21
+    stops at 3.13): widen SUPPORTED_PYTHONS when this starts to fail."""
+    status, error = resolve("Linux x86-64 (also WSL2, Docker, Colab)", python, tmp_path, held=False)
+    assert status != 0 and "No solution found" in error

@@ -99,14 +99,19 @@ def test_every_lesson_and_the_course_fit_the_time_budget():
 
 
 def test_the_readme_says_what_runs_on_which_machine():
-    records = [execute.run_record(execute.published_path(path)) for path in NOTEBOOKS]
-    machines = {(r.machine, r.hardware) for r in records if r is not None}
-    assert len(machines) == 1, f"the published runs come from several machines: {machines}"
-    (machine, hardware), = machines
+    """The published runs may come from several machines (a session gets the CPU it gets): the README names each
+    machine, its hardware line and the lessons it ran, so that no time is compared across machines unawares."""
+    records = {path.name[:2]: execute.run_record(execute.published_path(path)) for path in NOTEBOOKS}
+    machines: dict[tuple[str, str], list[str]] = {}
+    for number, record in records.items():
+        machines.setdefault((record.machine, record.hardware), []).append(number)
     readme = (REPO / "README.md").read_text()
     table = readme.split("\n## The full profile\n\n", 1)[1].split("\n\n", 1)[1].split("\n\n", 1)[0]
     assert table == full_profile_table()
-    assert f"{machine} (`{hardware}`)" in readme.replace("\n", " ")
+    flat = readme.replace("\n", " ")
+    for (machine, hardware), numbers in machines.items():
+        assert f"lessons {', '.join(numbers)} on a 2-core {machine} (`{hardware}`)" in flat, (
+            f"the README does not say that lessons {numbers} ran on {machine} ({hardware})")
     assert all(entry.full_scale for entry in LESSONS)
 
 

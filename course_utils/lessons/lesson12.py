@@ -1,6 +1,7 @@
 """Lesson 12 (memory and sharded training): the exercise checks, the plumbing of its memory measurements (the
 allocator's peak seen by the profiler, the profiler's memory timeline, a count of the operators that ran), and the
-pictures of recomputation, of ZeRO's stages and of an FSDP unit's life in one step."""
+pictures of memory over a step, of recomputation, of ZeRO's stages and of an FSDP unit's life in one step, one colour
+per kind of memory throughout."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -29,14 +31,37 @@ TIMELINE_CATEGORIES = ("parameters", "optimizer state", "input", "temporary", "a
                        "autograd detail", "unknown")
 
 
+# One name and one colour per kind of memory in every figure of the lesson (the profiler timeline's kinds, the bars
+# of section 1, ZeRO's parts).
+MEMORY_COLORS = {"parameters": "tab:blue", "optimizer state": "tab:green", "input": "tab:gray",
+                 "temporary": "tab:olive", "activations": "tab:red", "gradients": "tab:orange",
+                 "autograd detail": "tab:purple", "unknown": "tab:brown"}
+
+
+def memory_color(kind: str) -> str:
+    """The colour of a kind of memory (:data:`MEMORY_COLORS`).
+
+    Raises:
+        KeyError: for a kind the lesson does not draw.
+    """
+    if kind not in MEMORY_COLORS:
+        raise KeyError(f"no colour for {kind!r}: the kinds are {', '.join(MEMORY_COLORS)}.")
+    return MEMORY_COLORS[kind]
+
+
 def allocated_peak(fn: Callable[[], Any], device: torch.device | str = "cpu") -> int:
     """The peak of the bytes that the allocator of ``device`` handed out while ``fn()`` ran, above what was allocated
     before (the profiler's ``profile_memory`` events: every allocation, also those made inside a kernel, which a
-    tensor-level count such as ``cu.peak_memory`` does not see)."""
+    tensor-level count such as ``cu.peak_memory`` does not see).
+
+    torch 2.11 with CUDA warns here that the profiler "clears events at the end of each cycle" (seen on an H100): a
+    profile without a schedule has one cycle, so the warning is silenced."""
     device = torch.device(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities, profile_memory=True) as prof:
-        fn()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*Profiler clears events at the end of each cycle", UserWarning)
+        with profile(activities=activities, profile_memory=True) as prof:
+            fn()
     kineto = getattr(prof.profiler, "kineto_results", None)
     if kineto is None:
         raise RuntimeError("this PyTorch's profiler gives no allocation events (profile_memory=True).")
@@ -73,6 +98,29 @@ def memory_timeline(prof: profile, device: torch.device | str = "cpu") -> tuple[
     return ms, {name: columns[:, i] for i, name in enumerate(TIMELINE_CATEGORIES)}
 
 
+def _peak_index(by_kind: dict[str, np.ndarray]) -> int:
+    return int(np.stack(list(by_kind.values())).sum(axis=0).argmax())
+
+
+def timeline_peak(by_kind: dict[str, np.ndarray]) -> dict[str, int]:
+    """The bytes of each kind alive at the timeline's peak (the moment the sum of all kinds is largest), kinds with
+    none left out."""
+    at = _peak_index(by_kind)
+    return {kind: int(sizes[at]) for kind, sizes in by_kind.items() if sizes[at]}
+
+
+def draw_memory_timeline(ms: np.ndarray, by_kind: dict[str, np.ndarray], ax: Axes, min_bytes: int = 2**10,
+                         labels: dict[str, str] | None = None) -> None:
+    """The timeline as stacked areas in MiB, one colour per kind (:data:`MEMORY_COLORS`), leaving out the kinds that
+    never reach ``min_bytes``, each labelled with its kind or with ``labels[kind]``; a dotted line marks the peak."""
+    shown = [kind for kind, sizes in by_kind.items() if sizes.max() >= min_bytes]
+    ax.stackplot(ms, [by_kind[kind] / 2**20 for kind in shown], labels=[(labels or {}).get(k, k) for k in shown],
+                 step="post",
+                 colors=[memory_color(kind) for kind in shown])
+    ax.axvline(ms[_peak_index(by_kind)], color="black", linestyle=":", linewidth=1)
+    ax.set_ylabel("MiB")
+
+
 class _OpCounter(TorchDispatchMode):
     def __init__(self, counts: Counter[str]) -> None:
         super().__init__()
@@ -95,8 +143,7 @@ def count_ops() -> Iterator[Counter[str]]:
 # ---------------------------------------- pictures: ZeRO's stages, an FSDP unit's life
 
 ZERO_SHARDED = {0: (), 1: ("optimizer state",), 2: ("optimizer state", "gradients"),
-                3: ("optimizer state", "gradients", "weights")}  # what each stage (0: DDP) splits over the ranks
-_PART_COLORS = {"weights": "tab:blue", "gradients": "tab:orange", "optimizer state": "tab:green"}
+                3: ("optimizer state", "gradients", "parameters")}  # what each stage (0: DDP) splits over the ranks
 
 
 def zero_bytes_per_parameter(stage: int, ranks: int, k: int = 12) -> dict[str, float]:
@@ -108,34 +155,42 @@ def zero_bytes_per_parameter(stage: int, ranks: int, k: int = 12) -> dict[str, f
     """
     if stage not in ZERO_SHARDED or ranks < 1 or k < 0:
         raise ValueError(f"stage is 0 (DDP) to 3, ranks at least 1 and k at least 0; got {stage}, {ranks}, {k}.")
-    sizes = {"weights": 2, "gradients": 2, "optimizer state": k}
+    sizes = {"parameters": 2, "gradients": 2, "optimizer state": k}
     return {part: size / ranks if part in ZERO_SHARDED[stage] else float(size) for part, size in sizes.items()}
 
 
+_QUARTER_HATCHES = ("///", "\\\\\\", "xxx", "...")  # one per rank: each rank holds another shard
+
+
 def draw_zero_stages(ax: Axes, ranks: int = 4, k: int = 12) -> None:
-    """One bar per rank for each stage: the bytes per parameter it holds, hatched where it holds a 1/N shard."""
+    """One bar per rank for each stage: the bytes per parameter it holds, hatched where it holds a 1/N shard, with
+    another hatch on each rank (each holds another shard)."""
     width = ranks + 1.5
     for stage in ZERO_SHARDED:
         held = zero_bytes_per_parameter(stage, ranks, k)
         for r in range(ranks):
             bottom = 0.0
             for part, size in held.items():
-                ax.bar(stage * width + r, size, bottom=bottom, color=_PART_COLORS[part], edgecolor="white",
-                       hatch="///" if part in ZERO_SHARDED[stage] else None)
+                ax.bar(stage * width + r, size, bottom=bottom, color=memory_color(part), edgecolor="white",
+                       hatch=_QUARTER_HATCHES[r % len(_QUARTER_HATCHES)] if part in ZERO_SHARDED[stage] else None)
                 bottom += size
         ax.text(stage * width + (ranks - 1) / 2, bottom + 0.3, f"{bottom:g} B on each rank", ha="center", fontsize=9)
     ax.set_xticks([stage * width + (ranks - 1) / 2 for stage in ZERO_SHARDED],
                   ["DDP" if stage == 0 else f"ZeRO-{stage}" for stage in ZERO_SHARDED])
     ax.set_ylabel("bytes per parameter")
     ax.set_title(f"what each of {ranks} ranks holds, mixed-precision Adam (K = {k})", fontsize=10)
-    ax.legend(handles=[Patch(color=c, label=part) for part, c in _PART_COLORS.items()]
-              + [Patch(facecolor="white", edgecolor="gray", hatch="///", label=f"a 1/{ranks} shard")],
-              fontsize=8, loc="upper right")
+    ax.legend(handles=[Patch(color=memory_color(part), label=part) for part in held]
+              + [Patch(facecolor="white", edgecolor="gray", hatch="///",
+                       label=f"a 1/{ranks} shard (each rank's hatch: its own)")],
+              fontsize=10, loc="upper right")
     ax.set_ylim(0, (4 + k) * 1.2)
 
 
-_EVENT_STYLE = {"all-gather": ("AG", "tab:purple"), "forward": ("F", "tab:blue"), "free": ("free", "lightgray"),
-                "backward": ("B", "tab:orange"), "reduce-scatter": ("RS", "tab:red")}
+# The collectives in the colours of what they move (an all-gather brings parameters, a reduce-scatter sends
+# gradients); the computations in grays.
+_EVENT_STYLE = {"all-gather": ("AG", MEMORY_COLORS["parameters"]), "forward": ("F", "dimgray"),
+                "free": ("free", "lightgray"), "backward": ("B", "black"),
+                "reduce-scatter": ("RS", MEMORY_COLORS["gradients"])}
 
 
 def fsdp_schedule(blocks: int, reshard_after_forward: bool | None) -> list[tuple[str, str]]:
@@ -165,48 +220,69 @@ def fsdp_schedule(blocks: int, reshard_after_forward: bool | None) -> list[tuple
     return events + [("root", "free"), ("root", "reduce-scatter")]
 
 
-def draw_fsdp_schedule(schedule: Sequence[tuple[str, str]], ax: Axes, title: str) -> None:
-    """The schedule as a timeline: a row per unit, a box per event in the order they happen."""
+def draw_fsdp_schedule(schedule: Sequence[tuple[str, str]], ax: Axes, title: str, root_label: str = "root") -> None:
+    """The schedule as a timeline: a row per unit, a box per event in the order they happen; the root's row is
+    labelled ``root_label`` (say what the root holds of its own: the parameters no block took)."""
     rows = list(dict.fromkeys(unit for unit, _ in schedule if unit != "root")) + ["root"]
     for t, (unit, event) in enumerate(schedule):
         label, color = _EVENT_STYLE[event]
         ax.barh(rows.index(unit), 0.92, left=t, color=color)
-        ax.text(t + 0.46, rows.index(unit), label, ha="center", va="center", fontsize=7,
+        ax.text(t + 0.46, rows.index(unit), label, ha="center", va="center", fontsize=10,
                 color="black" if event == "free" else "white")
-    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_yticks(range(len(rows)), rows[:-1] + [root_label], fontsize=9)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xticks([])
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_title(title, fontsize=10, loc="left")
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
 
 
-_RUN_STYLE = {1: ("kept its activations", "tab:blue"),
-              2: ("ran again in backward: its activations were not kept", "tab:orange")}
+def fsdp_schedule_legend(ax: Axes) -> None:
+    """What the boxes of :func:`draw_fsdp_schedule` mean, beside ``ax``."""
+    meaning = {"all-gather": "all-gather the unit's parameters", "forward": "forward", "backward": "backward",
+               "free": "free the gathered parameters", "reduce-scatter": "reduce-scatter its gradients"}
+    ax.legend(handles=[Patch(color=_EVENT_STYLE[event][1], label=f"{_EVENT_STYLE[event][0]}: {text}")
+                       for event, text in meaning.items()], fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
-def draw_recomputation(forward_runs: dict[str, Sequence[int]], ax: Axes) -> None:
+_RUN_STYLE = {1: ("kept its activations", MEMORY_COLORS["activations"]),
+              2: ("ran again in backward: its activations were not kept", "lightgray")}
+
+
+def draw_recomputation(forward_runs: dict[str, Sequence[int]], ax: Axes,
+                       kept_inputs: dict[str, Sequence[int]] | None = None) -> None:
     """One row of blocks per checkpointing strategy, each block coloured by how often its forward ran in one step
-    (1: it kept its activations; 2: it was recomputed), as counted by forward pre-hooks.
+    (1: it kept its activations; 2: it was recomputed), as counted by forward pre-hooks. ``kept_inputs`` gives, per
+    strategy, the blocks (0-based) whose input a checkpoint keeps: a black triangle on the block's left edge marks
+    where each recomputation starts.
 
     Raises:
-        ValueError: for a count other than 1 or 2, or rows of different lengths.
+        ValueError: for a count other than 1 or 2, rows of different lengths, or a kept input that is not the
+            input of a recomputed block.
     """
     if len({len(runs) for runs in forward_runs.values()}) != 1:
         raise ValueError("every strategy needs a count for each block: the rows differ in length.")
+    for name, kept in (kept_inputs or {}).items():
+        if any(forward_runs[name][block] != 2 for block in kept):
+            raise ValueError(f"{name}: a checkpoint keeps the input of a block it recomputes; {list(kept)} are not "
+                             f"all recomputed ({list(forward_runs[name])}).")
     for row, (name, runs) in enumerate(forward_runs.items()):
         for block, count in enumerate(runs):
             if count not in _RUN_STYLE:
                 raise ValueError(f"{name}: block {block + 1} ran {count} times; a step runs a block once or twice.")
             ax.barh(row, 0.9, left=block, color=_RUN_STYLE[count][1])
-            ax.text(block + 0.45, row, str(count), ha="center", va="center", fontsize=7, color="white")
+            ax.text(block + 0.45, row, str(count), ha="center", va="center", fontsize=9,
+                    color="white" if count == 1 else "black")
+        kept = list((kept_inputs or {}).get(name, ()))
+        ax.scatter([block - 0.02 for block in kept], [row] * len(kept), marker=">", s=45, color="black", zorder=3)
     blocks = len(next(iter(forward_runs.values())))
-    ax.set_yticks(range(len(forward_runs)), list(forward_runs), fontsize=8)
+    ax.set_yticks(range(len(forward_runs)), list(forward_runs), fontsize=10)
     ax.set_ylim(len(forward_runs) - 0.5, -0.5)
-    ax.set_xticks([b + 0.45 for b in range(blocks)], [str(b + 1) for b in range(blocks)], fontsize=7)
-    ax.set_xlabel("block (the number: its forward runs in one training step)", fontsize=8)
-    ax.legend(handles=[Patch(color=color, label=label) for label, color in _RUN_STYLE.values()], fontsize=7,
-              loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.set_xticks([b + 0.45 for b in range(blocks)], [str(b + 1) for b in range(blocks)], fontsize=9)
+    ax.set_xlabel(f"block 1–{blocks}; the number in each box: its forward runs in one training step", fontsize=10)
+    kept_marker = [Line2D([], [], marker=">", color="black", linestyle="", label="a checkpoint keeps its input")]
+    ax.legend(handles=[Patch(color=color, label=label) for label, color in _RUN_STYLE.values()]
+              + (kept_marker if kept_inputs else []), fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
@@ -270,7 +346,7 @@ def check_shard_rows(answer: Sequence[int] | None, *, rows: int = 300, ranks: in
     last = ranks - 1
     return check_numbers(
         answer, [split[0], split[-1]], names=["rank 0", f"rank {last}"], solution=solution,
-        hints=["section 4: fully_shard cuts dimension 0 as torch.chunk would; how large does torch.chunk make its "
+        hints=["section 5: fully_shard cuts dimension 0 as torch.chunk would; how large does torch.chunk make its "
                "chunks when the rows do not divide evenly among the ranks?",
                f"the ranks before rank {last} each take a full chunk: what is left for rank {last}?"],
         why=[f"rank 0: dim 0 is cut into chunks of ceil({rows} / {ranks}) = {size} rows, as torch.chunk does: "
