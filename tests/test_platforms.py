@@ -29,16 +29,21 @@ TARGETS = {  # uv's --python-platform for each platform (glibc 2.35: Ubuntu 22.0
 }
 
 
-def resolve(platform: str, python: str, tmp: Path, *, held: bool = True) -> tuple[int, str]:
-    """uv's resolution of requirements.txt for a platform and Python, wheels only, held to the lock's versions (or
-    not): (exit status, the resolved file or uv's error)."""
-    constraints = tmp / "lock-versions.txt"  # the lock without its hashes
+def lock_versions(tmp: Path) -> Path:
+    """The lock without its hashes, as a constraints file in ``tmp``."""
+    constraints = tmp / "lock-versions.txt"
     constraints.write_text("".join(f"{e.name}=={e.version}" + (f" ; {e.marker}" if e.marker else "") + "\n"
                                    for e in read_lock(LOCK)))
+    return constraints
+
+
+def resolve(platform: str, python: str, tmp: Path, constraints: Path | None) -> tuple[int, str]:
+    """uv's resolution of requirements.txt for a platform and Python, wheels only, held to ``constraints`` (or
+    not): (exit status, the resolved file or uv's error)."""
     out = tmp / (re.sub(r"\W+", "-", platform) + f"-{python}.txt")
     target, env = TARGETS[platform]
     run = subprocess.run(
-        [str(UV), "pip", "compile", str(REPO / "requirements.txt"), *(["-c", str(constraints)] if held else []),
+        [str(UV), "pip", "compile", str(REPO / "requirements.txt"), *(["-c", str(constraints)] if constraints else []),
          "--python-platform", target, "--python-version", python, "--only-binary", ":all:", "--quiet",
          "--no-header", "--output-file", str(out)],
         capture_output=True, text=True, timeout=600, env={**os.environ, **env})
@@ -49,9 +54,10 @@ def resolve(platform: str, python: str, tmp: Path, *, held: bool = True) -> tupl
 def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tuple[int, str]]:
     """All resolutions, two at a time."""
     tmp = tmp_path_factory.mktemp("resolve")
+    constraints = lock_versions(tmp)  # written once: the threads only read it
     cases = [(platform, python) for platform in PLATFORMS for python in supported_pythons()]
     with ThreadPoolExecutor(2) as pool:
-        return dict(zip(cases, pool.map(lambda case: resolve(*case, tmp), cases)))
+        return dict(zip(cases, pool.map(lambda case: resolve(*case, tmp, constraints), cases)))
 
 
 def test_every_platform_has_a_target():
@@ -78,5 +84,5 @@ def test_the_locked_stack_has_wheels_for(platform, resolutions, tmp_path):
 def test_the_range_is_as_wide_as_the_wheels_allow(python, tmp_path):
     """Just outside the range a pin has no wheels (NumPy 2.4, pandas 3 and Keras 3.15 need 3.11, TensorFlow 2.21
     stops at 3.13): widen SUPPORTED_PYTHONS when this starts to fail."""
-    status, error = resolve("Linux x86-64 (also WSL2, Docker, Colab)", python, tmp_path, held=False)
+    status, error = resolve("Linux x86-64 (also WSL2, Docker, Colab)", python, tmp_path, None)
     assert status != 0 and "No solution found" in error
