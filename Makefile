@@ -28,7 +28,7 @@ endif
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
 
-.PHONY: lab test venv venv-path lock check-python browser doctor execute full links slides handouts site screenshots clean-venv
+.PHONY: lab test test-colab venv venv-path lock check-python browser doctor execute full links slides handouts site screenshots clean-venv
 
 # Before pip starts: a Python and a platform that the pinned wheels exist for, or a message that says what to do.
 check-python:
@@ -90,6 +90,36 @@ browser:
 
 test: venv browser
 	COURSE_PROFILE=quick "$(BIN)/python" -m pytest $(PYTEST_ARGS)
+
+# Colab's runtime as a tested stack: the newest package list Colab publishes (tests/colab/), built with Python 3.13 as
+# Colab has it, the course installed without its dependencies as Colab's setup cell does, and every lesson run under
+# nbval in the quick profile (COURSE_DATA_DIR as for `make test`). Not part of `make test`: it downloads about 7 GB
+# (PyPI's torch brings its CUDA libraries; Colab's own CPU build comes from download.pytorch.org) and takes about
+# 15 minutes on 2 cores. The README's "Verified on" records each run.
+COLAB_LIST := $(lastword $(sort $(wildcard tests/colab/pip-freeze-*.txt)))
+COLAB_PYTHON ?= python3.13
+COLAB_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/accelerated-dl/colab-$(subst pip-freeze-,,$(basename $(notdir $(COLAB_LIST))))
+# What the lessons import, held to Colab's versions by the list; the test tools Colab lacks, at the course's pins.
+COLAB_PACKAGES := torch torchvision torchao tensorflow keras tensorboard numpy pandas matplotlib tqdm ipywidgets \
+  ipykernel nbformat nbclient psutil pytest scipy pyyaml $(shell grep -E '^(nbval|pytest-timeout)==' requirements.txt)
+$(COLAB_VENV)/.installed: $(COLAB_LIST)
+	@$(COLAB_PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null || \
+	  { echo "Colab runs Python 3.13: install it (pyenv, python.org, deadsnakes) or name it: make test-colab COLAB_PYTHON=..."; exit 1; }
+	rm -rf "$(COLAB_VENV)"
+	$(COLAB_PYTHON) -m venv "$(COLAB_VENV)"
+	# Every pinned line of the list, but the CUDA libraries: PyPI's torch needs its own.
+	grep -E '^[A-Za-z0-9_.-]+==' "$(COLAB_LIST)" | grep -v '^nvidia-' > "$(COLAB_VENV)/constraints.txt"
+	sed -nE 's/^(torch|torchvision|torchaudio) @ .*\/[a-z]+-([0-9.]+)%2B.*/\1==\2/p' "$(COLAB_LIST)" >> "$(COLAB_VENV)/constraints.txt"
+	PIP_CONSTRAINT="$(COLAB_VENV)/constraints.txt" "$(COLAB_VENV)/bin/python" -m pip install --quiet $(COLAB_PACKAGES)
+	"$(COLAB_VENV)/bin/python" -m pip install --quiet --no-deps --editable .
+	touch "$@"
+
+# The course's sanitizing rules, and what truly depends on the versions (tests/colab/nbval_sanitize.cfg).
+test-colab: $(COLAB_VENV)/.installed
+	cat tests/nbval_sanitize.cfg tests/colab/nbval_sanitize.cfg > "$(COLAB_VENV)/nbval_sanitize.cfg"
+	COURSE_PROFILE=quick "$(COLAB_VENV)/bin/python" -m pytest -o addopts="" -p no:cacheprovider --nbval \
+	  --nbval-current-env --nbval-sanitize-with "$(COLAB_VENV)/nbval_sanitize.cfg" --nbval-cell-timeout=900 \
+	  $(NOTEBOOKS) $(PYTEST_ARGS)
 
 # What this machine has, and what each lesson will do on it.
 doctor: venv

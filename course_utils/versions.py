@@ -7,6 +7,7 @@ package because a Colab runtime has the package but no checkout.
 from __future__ import annotations
 
 import platform
+import sys
 
 from course_utils.device import package_version
 
@@ -51,5 +52,7 @@ def drift_warning() -> str | None:
     if not diff:
         return None
     listed = ", ".join(f"{name} {here} (outputs: {ref})" for name, (ref, here) in diff.items())
+    advice = ("Every lesson is tested on Colab's runtime (`make test-colab`, README): keep Colab's versions."
+              if "google.colab" in sys.modules else "`make lab` (README) installs exactly those.")
     return (f"warning: this runtime has {listed}; the stored outputs come from the pinned versions, so numbers "
-            "may differ slightly. `make lab` (README) installs exactly those.")
+            f"may differ slightly. {advice}")

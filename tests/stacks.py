@@ -1,6 +1,7 @@
-"""The platforms and Pythons the course supports, and the lock that pins its whole environment on each of them
-(requirements.lock, which `make lock` makes from requirements.txt): shared by tests/test_lock.py, which reads the
-lock offline, and tests/test_platforms.py, which asks the package registry."""
+"""The platforms and Pythons the course supports, the lock that pins its whole environment on each of them
+(requirements.lock, which `make lock` makes from requirements.txt), and Colab's runtime, the other stack the course
+runs on (tests/colab/, which `make test-colab` builds): shared by tests/test_lock.py, which reads them offline, and
+tests/test_platforms.py, which asks the package registry."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "requirements.lock"
+COLAB_LIST = sorted((REPO / "tests" / "colab").glob("pip-freeze-*.txt"))[-1]  # the newest: `make test-colab` builds it
 
 # pip's --platform takes exact tags: list the older manylinux tags a glibc 2.35 system (Ubuntu 22.04) accepts.
 _LINUX = [f"manylinux_2_{minor}_{{arch}}" for minor in range(35, 16, -1)] + ["manylinux2014_{arch}"]
@@ -103,3 +105,15 @@ def locked_for(platform: str, python: str, path: Path = LOCK) -> dict[str, str]:
             if chosen.setdefault(entry.name, entry.version) != entry.version:
                 raise ValueError(f"{entry.name}: two versions on {platform}, Python {python}")
     return chosen
+
+
+def colab_versions(path: Path = COLAB_LIST) -> dict[str, str]:
+    """``{name: version}`` of Colab's published package list: its ``name==version`` lines, and the version in the file
+    name of a package it installs from a URL (``torch @ https://…/torch-2.11.0%2Bcpu-…whl``: ``2.11.0``)."""
+    versions: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        pinned = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", line.strip())
+        from_url = re.fullmatch(r"([A-Za-z0-9_.-]+) @ \S+/[A-Za-z0-9_]+-(\d[\w.]*?)(?:%2B\w+)?-\S+\.whl", line.strip())
+        if match := pinned or from_url:
+            versions[canonicalize_name(match[1])] = match[2]
+    return versions

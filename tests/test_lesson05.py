@@ -220,3 +220,29 @@ def test_the_bucket_timeline_counts_what_overlapped_the_backward_pass():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["gradients\nready", "bucket 0", "bucket 1", "bucket 2"]
     assert len(ax.patches) == 3 and "layers 2" in [t.get_text() for t in ax.texts]
     plt.close(fig)
+
+
+def test_the_data_parallel_picture_labels_each_step_with_the_run_s_shapes():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson05.draw_data_parallel((8, 4), [(4, 4), (4, 4)], [(4, 3), (4, 3)], (8, 3), ax)
+    texts = [t.get_text() for t in ax.texts]
+    assert [t for t in texts if t in lesson05.DATA_PARALLEL_STEPS] == list(lesson05.DATA_PARALLEL_STEPS)
+    assert "batch\n(8, 4)\non device 0" in texts and "output\n(8, 3)\non device 0" in texts
+    assert "chunk (4, 4)\ndevice 1" in texts and "thread 1: replica 1\n(chunk) → (4, 3)" in texts
+    assert len(ax.patches) == 2 + 3 * 2 and any("reduce-add" in t for t in texts)  # batch, output; 3 boxes a device
+    with pytest.raises(ValueError, match="one output per chunk"):
+        lesson05.draw_data_parallel((8, 4), [(4, 4), (4, 4)], [(8, 3)], (8, 3), ax)
+    plt.close(fig)
+
+
+def test_the_ranks_picture_shows_what_each_rank_holds():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson05.draw_rank_tensors(INPUTS, ax, title="before")
+    assert [t.get_text() for t in ax.texts][-4:] == ["4", "8", "12", "16"]  # rank 3 holds 4·[1, 2, 3, 4]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["rank 0", "rank 1", "rank 2", "rank 3"]
+    assert ax.get_title() == "before" and len(ax.patches) == 16
+    plt.close(fig)

@@ -118,6 +118,19 @@ def test_the_fsdp_schedule_has_the_collectives_the_script_counts(reshard, gather
         lesson12.fsdp_schedule(0, True)
 
 
+def test_accumulation_schedule_syncs_every_micro_batch_or_the_last():
+    assert lesson12.accumulation_schedule(3, 2, no_sync=False) == ["F+B", "AR", "AR"] * 3
+    assert lesson12.accumulation_schedule(3, 2, no_sync=True) == ["F+B", "F+B", "F+B", "AR", "AR"]
+    with pytest.raises(ValueError, match="at least one micro-batch"):
+        lesson12.accumulation_schedule(0, 2, no_sync=True)
+
+
+def test_a_resharded_load_reads_the_files_that_hold_its_rows():
+    assert lesson12.shard_spans(1024, 3) == [(0, 342), (342, 684), (684, 1024)]
+    assert lesson12.files_read(1024, 2, 3) == [[0], [0, 1], [1]]
+    assert lesson12.files_read(1024, 2, 1) == [[0, 1]] and lesson12.files_read(10, 4, 2) == [[0, 1], [1, 2, 3]]
+
+
 def test_the_pictures_draw():
     import matplotlib
     matplotlib.use("Agg")
@@ -135,6 +148,14 @@ def test_the_pictures_draw():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["block 1", "root: the head"]
     lesson12.fsdp_schedule_legend(ax)
     assert [t.get_text()[:3] for t in ax.get_legend().get_texts()] == ["AG:", "F: ", "B: ", "fre", "RS:"]
+    fig, ax = plt.subplots()
+    lesson12.draw_resharding(ax, 1024, 2, 3)
+    assert [t.get_text().split("\n")[0] for t in ax.texts] == ["__0_0.distcp", "__1_0.distcp", "saved by 2 ranks",
+                                                               "rank 0", "rank 1", "rank 2", "loaded by 3 ranks"]
+    fig, ax = plt.subplots()
+    lesson12.draw_accumulation(ax, micro_batches=4, buckets=2)
+    labels = [t.get_text() for t in ax.texts]
+    assert labels.count("AR") == 8 + 2 and [x for x in labels if x != "AR"] == [f"F+B {i}" for i in (1, 2, 3, 4)] * 2
     fig, ax = plt.subplots()
     lesson12.draw_recomputation({"none": [1, 1, 1], "every block": [2, 2, 2]}, ax, {"every block": [0, 1, 2]})
     assert [t.get_text() for t in ax.texts] == ["1"] * 3 + ["2"] * 3

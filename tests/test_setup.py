@@ -71,6 +71,17 @@ def test_a_version_different_from_the_outputs_gets_one_line(fake_root: Path, cap
     assert len(warnings) == 1 and "torch 2.9.0+cu126 (outputs: 2.14.1)" in warnings[0]
 
 
+def test_in_colab_the_warning_says_to_keep_colabs_versions(monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setattr(versions, "installed", lambda name: {"torch": "2.11.0+cpu"}.get(name, versions.REFERENCE[name]))
+    assert "`make lab`" in versions.drift_warning()
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    warning = versions.drift_warning()
+    assert "keep Colab's versions" in warning and "make lab" not in warning
+
+
 def test_the_pinned_versions_give_no_warning(monkeypatch):
     monkeypatch.setattr(versions, "installed", lambda name: versions.REFERENCE[name] + "+cpu")
     assert versions.drift_warning() is None

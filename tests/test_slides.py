@@ -236,6 +236,13 @@ def test_the_colab_badge_becomes_a_text_link_in_the_deck():
 PLAN_HEADINGS = ["## Sections", "## Before the lecture", "## When the room has no GPU"]
 
 
+def plan_rows(lesson) -> list[list[str]]:
+    """The rows of the plan's table of sections (section, minutes, ...), the total last."""
+    table = (REPO / "docs" / "instructors" / f"{lesson.name[:2]}.md").read_text().split("## Sections", 1)[1]
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.split("\n## ", 1)[0].splitlines()
+            if line.startswith("|") and not line.startswith("|---")][1:]
+
+
 @pytest.mark.parametrize("lesson", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_each_lesson_has_an_instructor_plan(lesson):
     plan = REPO / "docs" / "instructors" / f"{lesson.name[:2]}.md"
@@ -244,14 +251,25 @@ def test_each_lesson_has_an_instructor_plan(lesson):
     title = source(load_notebook(lesson)["cells"][0]).splitlines()[0]
     assert text.startswith(f"{title}: the instructor's plan\n")
     assert [line for line in text.splitlines() if line.startswith("## ")] == PLAN_HEADINGS
-    table = text.split("## Sections", 1)[1].split("\n## ", 1)[0]
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
-            if line.startswith("|") and not line.startswith("|---")][1:]
+    rows = plan_rows(lesson)
     sections = [re.match(r"## (\d+) · ", line)[1] for line in source_lines(load_notebook(lesson))
                 if re.match(r"## \d+ · ", line)]
     assert [row[0].split(" · ")[0] for row in rows if re.match(r"\d+ · ", row[0])] == sections, "a row per section"
     assert rows[-1][0] == "total" and int(rows[-1][1]) == sum(int(row[1]) for row in rows[:-1])
     assert 30 <= int(rows[-1][1]) <= 120, "a lecture of 30 to 120 minutes"
+
+
+SLIDES_PER_MINUTE = 0.65  # about 55 slides in 90 minutes: a minute and a half a slide, with the runs and predictions
+NOT_YET_PACED = {"02": 72, "03": 84, "06": 67}  # decks not yet cut to that pace (issue 34): they may not grow
+
+
+@pytest.mark.parametrize("lesson", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_the_deck_can_be_taught_in_the_plans_minutes(lesson):
+    minutes = int(plan_rows(lesson)[-1][1])
+    count = len(slides.deck(load_notebook(lesson)))
+    most = NOT_YET_PACED.get(lesson.name[:2], int(SLIDES_PER_MINUTE * minutes))
+    assert count <= most, (f"{count} slides for a {minutes}-minute lecture: at most {most}. Move the results the "
+                           "lecture does not discuss into speaker notes (CONTRIBUTING.md, Slides: pace)")
 
 
 def source_lines(nb: dict) -> list[str]:

@@ -1,5 +1,6 @@
-"""Lesson 05 (distributed PyTorch): what the collectives leave on each rank, a ring all-reduce step by step (with
-their pictures), and the exercise checks, the last of which launches the student's DDP script with torchrun."""
+"""Lesson 05 (distributed PyTorch): what the collectives leave on each rank, a ring all-reduce step by step,
+DataParallel's four steps and DDP's buckets (with their pictures), and the exercise checks, the last of which launches
+the student's DDP script with torchrun."""
 
 from __future__ import annotations
 
@@ -79,6 +80,14 @@ def draw_collectives(inputs: ArrayLike, axes: np.ndarray) -> None:
             ax.set_title(f"{name}: {label}" if row == 0 else "after", fontsize=10)
     for row in range(2):
         axes[row, 0].set_yticks(range(world), [f"rank {r}" for r in range(world)], fontsize=9)
+
+
+def draw_rank_tensors(held: ArrayLike, ax: Axes, *, title: str = "") -> None:
+    """What each rank holds, a row of boxes per rank (the style of ``draw_collectives``): the picture to ask from."""
+    x = _per_rank(held)
+    _draw_ranks(ax, list(x), float(np.max(x)))
+    ax.set_yticks(range(len(x)), [f"rank {r}" for r in range(len(x))], fontsize=9)
+    ax.set_title(title, fontsize=10)
 
 
 def _box(ax: Axes, x: float, y: float, value: float, shade: float, colors: str, fontsize: int, dark: bool) -> None:
@@ -171,6 +180,56 @@ def draw_ring_all_reduce(trace: RingTrace, ax: Axes) -> None:
     ax.set_yticks(range(len(phase)), [f"after {p}" if i else p for i, p in enumerate(phase)], fontsize=8)
     for side in ax.spines.values():
         side.set_visible(False)
+
+
+DATA_PARALLEL_STEPS = ("1. scatter", "2. replicate", "3. parallel_apply", "4. gather")
+
+
+def draw_data_parallel(batch: Sequence[int], chunks: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
+                       gathered: Sequence[int], ax: Axes) -> None:
+    """``nn.DataParallel``'s forward as four columns, a row per device, labelled with the shapes of a run: the batch
+    split into ``chunks``, a replica of the module per device, a thread per replica giving ``outputs``, and their
+    concatenation ``gathered`` on device 0; an arrow below, right to left, for the backward pass, which adds the
+    replicas' weight gradients into device 0's weights (reduce-add).
+
+    Raises:
+        ValueError: if there are not as many outputs as chunks, or no chunk at all.
+    """
+    if not chunks or len(chunks) != len(outputs):
+        raise ValueError(f"one output per chunk: got {len(chunks)} chunks and {len(outputs)} outputs.")
+    devices = len(chunks)
+    shape = lambda s: "(" + ", ".join(str(int(n)) for n in s) + ")"  # noqa: E731
+    columns = [0.0, 2.6, 5.2, 7.8, 10.4]
+    colors = ["0.85", "#c6dbef", "#fdd0a2", "#c7e9c0", "#c6dbef"]
+
+    def box(x: float, y: float, height: float, text: str, color: str) -> None:
+        ax.add_patch(Rectangle((x, y - height / 2), 2.0, height, facecolor=color, edgecolor="0.3", lw=1))
+        ax.text(x + 1.0, y, text, ha="center", va="center", fontsize=8)
+
+    def arrow(x0: float, y0: float, x1: float, y1: float) -> None:
+        ax.annotate("", (x1, y1), (x0, y0), arrowprops=dict(arrowstyle="->", color="0.3", lw=1))
+
+    middle = (devices - 1) / 2
+    box(columns[0], middle, 0.8 * devices, f"batch\n{shape(batch)}\non device 0", colors[0])
+    box(columns[4], middle, 0.8 * devices, f"output\n{shape(gathered)}\non device 0", colors[4])
+    for d in range(devices):
+        box(columns[1], d, 0.7, f"chunk {shape(chunks[d])}\ndevice {d}", colors[1])
+        box(columns[2], d, 0.7, f"replica {d}\n(copied weights)", colors[2])
+        box(columns[3], d, 0.7, f"thread {d}: replica {d}\n(chunk) → {shape(outputs[d])}", colors[3])
+        arrow(columns[0] + 2.0, middle, columns[1], d)
+        for a, b in ((1, 2), (2, 3)):
+            arrow(columns[a] + 2.0, d, columns[b], d)
+        arrow(columns[3] + 2.0, d, columns[4], middle)
+    for x, title in zip(columns[1:], DATA_PARALLEL_STEPS, strict=True):
+        ax.text(x + 1.0, -0.75, title, ha="center", va="bottom", fontsize=9, fontweight="bold")
+    below = devices - 0.35
+    ax.annotate("", (columns[2], below), (columns[4] + 2.0, below),
+                arrowprops=dict(arrowstyle="->", color="tab:red", lw=1.5))
+    ax.text((columns[2] + columns[4] + 2.0) / 2, below + 0.1, "backward: each replica's weight gradients are added "
+            "(reduce-add) into device 0's weights", ha="center", va="top", fontsize=8, color="tab:red")
+    ax.set_xlim(-0.1, columns[4] + 2.1)
+    ax.set_ylim(devices + 0.2, -1.0)
+    ax.axis("off")
 
 
 @dataclass(frozen=True)
@@ -347,8 +406,8 @@ def check_my_ddp(script: Path | str, *, solution: bool = False, timeout: float =
     worlds = sorted({r["world_size"] for r in reports})
     if len(reports) != world or worlds != [world]:
         return not_yet(f"{len(reports)} processes reported a world of {' and '.join(map(str, worlds))}, not "
-                       f"{world}: each trained alone. A process joins the others with section 6's first change, "
-                       "`dist.init_process_group(...)`.")
+                       f"{world}: each trained alone.\nA process joins the others with section 6's first change, "
+                       "`dist.init_process_group(...)`.\n")
     seen = [set(r["seen"]) for r in reports]
     shared = len(seen[0] & seen[1])
     if shared:

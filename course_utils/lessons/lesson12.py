@@ -245,6 +245,49 @@ def fsdp_schedule_legend(ax: Axes) -> None:
                        for event, text in meaning.items()], fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
+def accumulation_schedule(micro_batches: int, buckets: int, no_sync: bool) -> list[str]:
+    """One DDP rank's events in an accumulated optimizer step: the forward and backward of each micro-batch
+    (``"F+B"``), each followed by the all-reduce of each of the model's gradient buckets (``"AR"``); with
+    ``no_sync``, after the last micro-batch only.
+
+    Raises:
+        ValueError: for fewer than one micro-batch or bucket.
+    """
+    if micro_batches < 1 or buckets < 1:
+        raise ValueError(f"an accumulated step has at least one micro-batch and one bucket, got {micro_batches} "
+                         f"micro-batches and {buckets} buckets.")
+    events: list[str] = []
+    for i in range(micro_batches):
+        events.append("F+B")
+        if not no_sync or i == micro_batches - 1:
+            events += ["AR"] * buckets
+    return events
+
+
+def draw_accumulation(ax: Axes, micro_batches: int, buckets: int) -> None:
+    """The two ways of accumulating on one rank, a row each, as :func:`accumulation_schedule` gives them: a box per
+    micro-batch's forward and backward, a narrower one per bucket all-reduced (not to scale)."""
+    rows = {"all-reduce every micro-batch": accumulation_schedule(micro_batches, buckets, no_sync=False),
+            "no_sync until the last": accumulation_schedule(micro_batches, buckets, no_sync=True)}
+    for row, events in enumerate(rows.values()):
+        t, micro = 0.0, 0
+        for event in events:
+            width = 1.0 if event == "F+B" else 0.45
+            micro += event == "F+B"
+            ax.barh(row, width * 0.95, left=t, color="dimgray" if event == "F+B" else MEMORY_COLORS["gradients"])
+            ax.text(t + width * 0.475, row, f"F+B {micro}" if event == "F+B" else "AR", ha="center", va="center",
+                    fontsize=9, color="white")
+            t += width
+    ax.set_yticks(range(len(rows)), list(rows), fontsize=9)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xticks([])
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.legend(handles=[Patch(color="dimgray", label="F+B i: forward and backward of micro-batch i"),
+                       Patch(color=MEMORY_COLORS["gradients"], label="AR: all-reduce of one gradient bucket")],
+              fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.05), ncol=2, frameon=False)
+
+
 _RUN_STYLE = {1: ("kept its activations", MEMORY_COLORS["activations"]),
               2: ("ran again in backward: its activations were not kept", "lightgray")}
 
@@ -335,6 +378,42 @@ def shard_rows(rows: int, ranks: int) -> list[int]:
         raise ValueError(f"rows and ranks must be positive, got {rows} and {ranks}.")
     chunks = [len(c) for c in torch.chunk(torch.empty(rows), ranks)]
     return chunks + [0] * (ranks - len(chunks))
+
+
+def shard_spans(rows: int, ranks: int) -> list[tuple[int, int]]:
+    """The rows ``[start, stop)`` each rank holds of a dim-0 ``Shard`` (:func:`shard_rows`, in order)."""
+    stops = np.cumsum(shard_rows(rows, ranks)).tolist()
+    return [(stop - n, stop) for stop, n in zip(stops, shard_rows(rows, ranks))]
+
+
+def files_read(rows: int, saved_ranks: int, loading_ranks: int) -> list[list[int]]:
+    """For each rank of a job of ``loading_ranks``, the files (by the rank that wrote each, in a checkpoint of
+    ``saved_ranks``) that hold some of its rows: DCP reads those pieces, as its ``.metadata`` directs."""
+    saved = shard_spans(rows, saved_ranks)
+    return [[f for f, (a, b) in enumerate(saved) if a < stop and start < b and a < b]
+            for start, stop in shard_spans(rows, loading_ranks)]
+
+
+def draw_resharding(ax: Axes, rows: int, saved_ranks: int, loading_ranks: int) -> None:
+    """The rows of one weight as the checkpoint's files hold them (top) and as the ranks of the loading job need them
+    (bottom), with each shard's first and last row."""
+    for y, (label, spans, color) in enumerate([
+            (f"saved by {saved_ranks} ranks", shard_spans(rows, saved_ranks), MEMORY_COLORS["parameters"]),
+            (f"loaded by {loading_ranks} ranks", shard_spans(rows, loading_ranks), "dimgray")]):
+        for i, (start, stop) in enumerate(spans):
+            name = f"__{i}_0.distcp" if y == 0 else f"rank {i}"
+            ax.barh(y, stop - start, left=start, color=color, edgecolor="white", linewidth=2)
+            ax.text((start + stop) / 2, y, f"{name}\nrows {start}–{stop - 1}", ha="center", va="center",
+                    fontsize=9, color="white")
+        ax.text(-rows * 0.01, y, label, ha="right", va="center", fontsize=9)
+    for start, _ in shard_spans(rows, saved_ranks)[1:]:
+        ax.axvline(start, color="black", linestyle=":", linewidth=1)
+    ax.set_ylim(1.6, -0.6)
+    ax.set_xlim(0, rows)
+    ax.set_yticks([])
+    ax.set_xlabel(f"rows of a weight with {rows} rows")
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
 
 
 def check_shard_rows(answer: Sequence[int] | None, *, rows: int = 300, ranks: int = 8,
