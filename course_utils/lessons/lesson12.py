@@ -382,8 +382,8 @@ def shard_rows(rows: int, ranks: int) -> list[int]:
 
 def shard_spans(rows: int, ranks: int) -> list[tuple[int, int]]:
     """The rows ``[start, stop)`` each rank holds of a dim-0 ``Shard`` (:func:`shard_rows`, in order)."""
-    stops = np.cumsum(shard_rows(rows, ranks)).tolist()
-    return [(stop - n, stop) for stop, n in zip(stops, shard_rows(rows, ranks))]
+    sizes = shard_rows(rows, ranks)
+    return [(stop - n, stop) for stop, n in zip(np.cumsum(sizes).tolist(), sizes)]
 
 
 def files_read(rows: int, saved_ranks: int, loading_ranks: int) -> list[list[int]]:
