@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
-import torchvision
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -176,6 +175,8 @@ def _ensure(info: DatasetInfo, download: bool) -> Path:
     missing = [f for f in info.raw_md5 if not raw_path(root, info, f).is_file()]
     if missing and download:
         try:
+            import torchvision  # here, not at the top: a second or two that only a download needs
+
             for train in (True, False):  # torchvision's real download, into its own layout
                 getattr(torchvision.datasets, info.torchvision_class)(str(root), train=train, download=True)
         except Exception as exc:  # network errors come in many types; re-raise with the fix

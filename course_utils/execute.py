@@ -247,7 +247,7 @@ def run(notebooks: list[Path], profile: str, *, force: bool = False) -> int:
             print(f"{notebook.name}: published copy is current ({record.wall_seconds} s), its prose {prose}; "
                   f"FORCE=1 runs it again.")
             continue
-        start = time.perf_counter()
+        start, digest = time.perf_counter(), source_digest(notebook)  # the code that runs, whatever changes meanwhile
         try:
             nb, seconds = execute_notebook(notebook, profile)
         except CellExecutionError:
@@ -260,7 +260,7 @@ def run(notebooks: list[Path], profile: str, *, force: bool = False) -> int:
         else:
             record = RunRecord(profile=profile, wall_seconds=wall, machine=device_name("cpu"),
                                hardware=hardware.detect().summary(), versions=_versions(), cell_seconds=seconds,
-                               source_digest=source_digest(notebook))
+                               source_digest=digest)
             path = publish(notebook, nb, record)
             print(f"{notebook.name}: {wall} s (full), published as {path}")
         if in_this_checkout(notebook):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ["COURSE_PROGRESS"] = "off"
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 TEMPLATE = REPO / "docs" / "00_template.ipynb"  # the notebook a new lesson starts from (CONTRIBUTING.md)
+SLIDES = REPO / "build" / "slides"
 
 
 def load_notebook(path: Path) -> dict:
@@ -73,3 +76,17 @@ def real_data_root() -> Path:
     if not root or not (Path(root) / "MNIST" / "raw").is_dir():
         pytest.skip("COURSE_DATA_DIR does not point at a folder with the real MNIST; set it to run this test.")
     return Path(root)
+
+
+@pytest.fixture(scope="session")
+def decks() -> list[Path]:
+    """All lessons' decks and the template's, built once a test run by `make slides` as an instructor builds them."""
+    if shutil.which("npm") is None:
+        pytest.fail("`make slides` fetches reveal.js, require.js, jQuery and MathJax with npm: install Debian's `npm` "
+                    "package, or leave the browser tests out: PYTEST_ARGS=\"-m 'not browser'\".")
+    notebooks = [*NOTEBOOKS, TEMPLATE]
+    built = subprocess.run(["make", "--no-print-directory", "slides",
+                            "NOTEBOOKS=" + " ".join(str(p.relative_to(REPO)) for p in notebooks)],
+                           cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return [SLIDES / f"{p.stem}.slides.html" for p in notebooks]

@@ -108,7 +108,8 @@ INPUTS = [[(r + 1) * (c + 1) for c in range(4)] for r in range(4)]  # the lesson
 def test_collectives_leave_what_torch_distributed_documents():
     held = {name: [list(v) for v in lesson05.collective(name, INPUTS)] for name in lesson05.COLLECTIVES}
     assert held["broadcast"] == [[1, 2, 3, 4]] * 4
-    assert held["reduce"] == [[10, 20, 30, 40], [2, 4, 6, 8], [3, 6, 9, 12], [4, 8, 12, 16]]
+    assert held["reduce"][0] == [10, 20, 30, 40]
+    assert np.isnan(held["reduce"][1:]).all()  # undefined off the root: gloo leaves partial sums there
     assert held["all_reduce"] == [[10, 20, 30, 40]] * 4
     assert held["reduce_scatter"] == [[10], [20], [30], [40]]
     assert held["all_gather"] == [sum(INPUTS, [])] * 4
@@ -245,4 +246,37 @@ def test_the_ranks_picture_shows_what_each_rank_holds():
     assert [t.get_text() for t in ax.texts][-4:] == ["4", "8", "12", "16"]  # rank 3 holds 4·[1, 2, 3, 4]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["rank 0", "rank 1", "rank 2", "rank 3"]
     assert ax.get_title() == "before" and len(ax.patches) == 16
+    plt.close(fig)
+
+
+# whoami.py's records of 2 nodes x 2 workers: rank = group rank x 2 + local rank; the agents are pids 100 and 200
+LAUNCH = [{"RANK": 2 * g + k, "LOCAL_RANK": k, "GROUP_RANK": g, "WORLD_SIZE": 4, "LOCAL_WORLD_SIZE": 2,
+           "pid": 100 * (g + 1) + k + 1, "parent_pid": 100 * (g + 1)} for g in range(2) for k in range(2)]
+
+
+def test_the_launch_picture_puts_each_worker_under_its_node_s_agent():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson05.draw_launch(LAUNCH[::-1], ax)  # any order: drawn node by node
+    texts = [t.get_text() for t in ax.texts]
+    assert [t for t in texts if t.startswith("node")] == ["node 0 (GROUP_RANK = 0)", "node 1 (GROUP_RANK = 1)"]
+    assert [t for t in texts if t.startswith("torchrun")] == ["torchrun agent\npid 100", "torchrun agent\npid 200"]
+    assert "worker pid 202\nRANK = 3\nLOCAL_RANK = 1" in texts and texts.count("LOCAL_WORLD_SIZE = 2") == 2
+    assert "rendezvous" in texts and ax.get_title().startswith("WORLD_SIZE = 4")
+    assert len(ax.patches) == 2 * (1 + 1 + 2)  # a node: its box, its agent, 2 workers
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("identities, problem", [
+    (LAUNCH[:3], "WORLD_SIZE"),  # a worker missing
+    ([{**LAUNCH[0], "parent_pid": 999}, *LAUNCH[1:]], "one agent"),  # node 0's workers from two parents
+    ([{k: v for k, v in LAUNCH[0].items() if k != "pid"}, *LAUNCH[1:]], "each with"),
+])
+def test_the_launch_picture_refuses_records_of_no_launch(identities, problem):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match=problem):
+        lesson05.draw_launch(identities, ax)
     plt.close(fig)

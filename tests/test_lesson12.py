@@ -202,3 +202,39 @@ def test_the_timeline_peak_and_its_picture():
     assert [c.get_label() for c in ax.collections] == ["parameters", "activations", "gradients"]  # not "unknown"
     assert ax.lines[0].get_xdata()[0] == 1.0                                                       # the peak, dotted
     plt.close("all")
+
+
+@pytest.mark.parametrize("units, gather, compute", [(4, 1.0, 1.0), (3, 1.0, 2.0), (5, 2.0, 1.0), (1, 1.0, 1.0)])
+def test_prefetching_overlaps_each_all_gather_with_the_previous_forward(units, gather, compute):
+    plain = lesson12.prefetch_timeline(units, gather, compute, prefetch=False)
+    ahead = lesson12.prefetch_timeline(units, gather, compute, prefetch=True)
+    assert max(end for *_, end in plain) == units * (gather + compute)              # strictly in turn
+    assert max(end for *_, end in ahead) == gather + compute + (units - 1) * max(gather, compute)  # the shorter hidden
+    for timeline in (plain, ahead):
+        forwards = sorted((start, end, unit) for stream, unit, start, end in timeline if stream == "compute")
+        gathers = {unit: end for stream, unit, _, end in timeline if stream == "communication"}
+        assert [u for *_, u in forwards] == list(range(units))                      # the units in order
+        assert all(start >= gathers[unit] for start, _, unit in forwards)            # each after its own all-gather
+    assert lesson12.units_gathered_at_once(plain) == 1
+    assert lesson12.units_gathered_at_once(ahead) == min(2, units)                   # the price: memory
+
+
+def test_prefetch_timeline_refuses_what_has_no_schedule():
+    with pytest.raises(ValueError, match="at least one unit"):
+        lesson12.prefetch_timeline(0, 1.0, 1.0, prefetch=True)
+    with pytest.raises(ValueError, match="positive durations"):
+        lesson12.prefetch_timeline(2, 0.0, 1.0, prefetch=False)
+
+
+def test_draw_prefetch_draws_both_schedules():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson12.draw_prefetch(ax, units=4, gather=1.0, compute=1.0)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["no prefetch: communication", "no prefetch: compute", "prefetch: communication",
+                      "prefetch: compute"]
+    assert {t.get_text() for t in ax.texts} >= {"AG 1", "F 4", "done at 8", "done at 5"}
+    plt.close(fig)

@@ -178,19 +178,35 @@ TYPESET = """async () => {
 }"""
 
 
+@pytest.fixture(scope="module")
+def site_in_chromium(site, tmp_path_factory):
+    """The site over HTTP and one Chromium page for the module's pages (a browser each would add seconds a page)."""
+    with served(site) as url, chromium_page(tmp_path_factory.mktemp("profile")) as page:
+        yield url, page
+
+
 @pytest.mark.browser
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("page_path", [f"{full}{nb.stem}/" for nb in NOTEBOOKS for full in ("", "full/")])
-def test_every_formula_of_a_notebook_page_is_typeset(site, page_path, tmp_path):
-    """The site's MathJax (vendored, served with the site) typesets every formula: no TeX is left as text."""
-    notebook = REPO / "notebooks" / page_path.removeprefix("full/").rstrip("/")
+@pytest.mark.parametrize("page_path", [f"{nb.stem}/" for nb in NOTEBOOKS])
+def test_every_formula_of_a_notebook_page_is_typeset(site_in_chromium, page_path):
+    """The site's MathJax (vendored, served with the site) typesets every formula: no TeX is left as text. The page
+    of a published full-profile copy is not typeset again: its Markdown is the lesson's (tests/test_published_runs.py)
+    and the same build renders it."""
+    notebook = REPO / "notebooks" / page_path.rstrip("/")
     markdown = "".join("".join(c["source"]) for c in json.loads(notebook.with_suffix(".ipynb").read_text())["cells"]
                        if c["cell_type"] == "markdown")
-    with served(site) as url, chromium_page(tmp_path / "profile") as page:
-        requests: list[str] = []
-        page.on("request", lambda request: requests.append(request.url))
+    url, page = site_in_chromium
+    requests: list[str] = []
+
+    def record(request) -> None:
+        requests.append(request.url)
+
+    page.on("request", record)
+    try:
         page.goto(url + page_path)
         found = page.evaluate(TYPESET)
+    finally:
+        page.remove_listener("request", record)
     assert found is not None, "MathJax did not load"
     assert not [r for r in requests if "mathjax" in r.lower() and not r.startswith(url)], "MathJax from outside"
     assert found["raw"] == [], f"TeX shown as text: {found['raw'][:5]}"

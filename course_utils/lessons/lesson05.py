@@ -1,12 +1,12 @@
 """Lesson 05 (distributed PyTorch): what the collectives leave on each rank, a ring all-reduce step by step,
-DataParallel's four steps and DDP's buckets (with their pictures), and the exercise checks, the last of which launches
-the student's DDP script with torchrun."""
+a torchrun launch's nodes, agents and workers, DataParallel's four steps and DDP's buckets (with their pictures), and
+the exercise checks, the last of which launches the student's DDP script with torchrun."""
 
 from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +25,9 @@ COLLECTIVES = ("broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gathe
 def collective(name: str, inputs: ArrayLike, *, root: int = 0) -> list[np.ndarray]:
     """What each rank holds after the collective ``name`` of ``torch.distributed`` (sum as the reduction).
 
-    ``inputs[r]`` is rank r's tensor. ``reduce_scatter`` leaves rank r the r-th of ``world`` equal chunks of the sum;
-    ``all_gather`` leaves every rank the concatenation of all inputs, in rank order.
+    ``inputs[r]`` is rank r's tensor. ``reduce`` defines the sum on the root only: the other ranks' tensors are left
+    undefined (NaN here; gloo leaves partial sums in them). ``reduce_scatter`` leaves rank r the r-th of ``world``
+    equal chunks of the sum; ``all_gather`` leaves every rank the concatenation of all inputs, in rank order.
 
     Raises:
         ValueError: for an unknown collective, ranks holding tensors of different sizes, a sum that does not split into
@@ -44,7 +45,7 @@ def collective(name: str, inputs: ArrayLike, *, root: int = 0) -> list[np.ndarra
     if name == "broadcast":
         return [x[root].copy() for _ in range(world)]
     if name == "reduce":
-        return [total.copy() if r == root else x[r].copy() for r in range(world)]
+        return [total.copy() if r == root else np.full_like(x[r], np.nan) for r in range(world)]
     if name == "all_reduce":
         return [total.copy() for _ in range(world)]
     if name == "reduce_scatter":
@@ -98,10 +99,15 @@ def _box(ax: Axes, x: float, y: float, value: float, shade: float, colors: str, 
 
 
 def _draw_ranks(ax: Axes, held: Sequence[np.ndarray], vmax: float) -> None:
+    """A row of boxes per rank; an undefined value (NaN) is a gray box with a question mark."""
     width = max(len(v) for v in held)
     for r, values in enumerate(held):
         for c, value in enumerate(values):
-            _box(ax, c, r, value, 0.2 + 0.7 * value / vmax, "Blues", 9, dark=value / vmax > 0.45)
+            if np.isnan(value):
+                ax.add_patch(Rectangle((c, r - 0.4), 0.95, 0.8, color="0.85"))
+                ax.text(c + 0.47, r, "?", ha="center", va="center", fontsize=9, color="0.35")
+            else:
+                _box(ax, c, r, value, 0.2 + 0.7 * value / vmax, "Blues", 9, dark=value / vmax > 0.45)
     ax.set_xlim(0, max(width, 4))
     ax.set_ylim(len(held) - 0.5, -0.5)
     ax.set_xticks([])
@@ -229,6 +235,64 @@ def draw_data_parallel(batch: Sequence[int], chunks: Sequence[Sequence[int]], ou
             "(reduce-add) into device 0's weights", ha="center", va="top", fontsize=8, color="tab:red")
     ax.set_xlim(-0.1, columns[4] + 2.1)
     ax.set_ylim(devices + 0.2, -1.0)
+    ax.axis("off")
+
+
+LAUNCH_KEYS = ("RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")  # what torchrun sets a worker
+
+
+def draw_launch(identities: Sequence[Mapping[str, int]], ax: Axes, *, title: str = "") -> None:
+    """A ``torchrun`` launch as ``whoami.py`` recorded it: a box per node (``GROUP_RANK``), in it the node's agent
+    (the workers' parent process) and a box per worker with its ``RANK`` and ``LOCAL_RANK``; the node's
+    ``LOCAL_WORLD_SIZE`` under it, the ``WORLD_SIZE`` in the title, and a dashed arrow between the agents, which
+    meet at the rendezvous and number the ranks node by node.
+
+    ``identities`` holds one record per worker: the keys of :data:`LAUNCH_KEYS` and ``pid``, ``parent_pid``.
+
+    Raises:
+        ValueError: if a record lacks a key, the workers disagree on the world size, a node's workers have
+            different parents (agents) or its local world size differs from its worker count.
+    """
+    needed = (*LAUNCH_KEYS, "pid", "parent_pid")
+    if not identities or any(set(needed) - set(i) for i in identities):
+        raise ValueError(f"one record per worker, each with {', '.join(needed)}; got {list(identities)!r}.")
+    worlds = {i["WORLD_SIZE"] for i in identities}
+    if worlds != {len(identities)}:
+        raise ValueError(f"{len(identities)} workers report WORLD_SIZE {sorted(worlds)}: every worker of the "
+                         "launch must be in `identities`.")
+    nodes: dict[int, list[Mapping[str, int]]] = {}
+    for identity in sorted(identities, key=lambda i: (i["GROUP_RANK"], i["LOCAL_RANK"])):
+        nodes.setdefault(identity["GROUP_RANK"], []).append(identity)
+    width = max(max(len(workers) for workers in nodes.values()) * 2.4 + 0.4, 4.0)  # the node's title fits
+    for n, (group_rank, workers) in enumerate(nodes.items()):
+        agents = {w["parent_pid"] for w in workers}
+        if len(agents) != 1 or {w["LOCAL_WORLD_SIZE"] for w in workers} != {len(workers)}:
+            raise ValueError(f"node {group_rank}: its {len(workers)} workers need one agent (parent) and "
+                             f"LOCAL_WORLD_SIZE {len(workers)}; got parents {sorted(agents)}.")
+        left = n * (width + 0.6)
+        ax.add_patch(Rectangle((left, 0), width, 4.1, facecolor="0.94", edgecolor="0.3", lw=1.2))
+        ax.text(left + width / 2, 3.75, f"node {group_rank} (GROUP_RANK = {group_rank})", ha="center", va="center",
+                fontsize=10, fontweight="bold")
+        agent_x = left + width / 2
+        ax.add_patch(Rectangle((agent_x - 1.1, 2.55), 2.2, 0.85, facecolor="#fdd0a2", edgecolor="0.3", lw=1))
+        ax.text(agent_x, 2.975, f"torchrun agent\npid {agents.pop()}", ha="center", va="center", fontsize=9)
+        for k, worker in enumerate(workers):
+            x = left + (width - 2.4 * len(workers) + 0.2) / 2 + k * 2.4  # the workers centred in the node
+            ax.add_patch(Rectangle((x, 0.55), 2.2, 1.3, facecolor="#c6dbef", edgecolor="0.3", lw=1))
+            ax.text(x + 1.1, 1.2, f"worker pid {worker['pid']}\nRANK = {worker['RANK']}\n"
+                    f"LOCAL_RANK = {worker['LOCAL_RANK']}", ha="center", va="center", fontsize=9)
+            ax.annotate("", (x + 1.1, 1.85), (agent_x, 2.55), arrowprops=dict(arrowstyle="->", color="0.3", lw=1))
+        ax.text(left + width / 2, 0.25, f"LOCAL_WORLD_SIZE = {len(workers)}", ha="center", va="center", fontsize=9)
+        if n:  # the agents meet at the rendezvous, on node 0's address, and agree on the ranks
+            previous = agent_x - width - 0.6
+            ax.annotate("", (agent_x - 1.1, 2.975), (previous + 1.1, 2.975),
+                        arrowprops=dict(arrowstyle="<->", color="tab:red", lw=1.2, ls="--"))
+            ax.text((previous + agent_x) / 2, 3.05, "rendezvous", ha="center", va="bottom", fontsize=8,
+                    color="tab:red")
+    ax.set_title(title or f"WORLD_SIZE = {len(identities)}: RANK counts the workers of all {len(nodes)} nodes, "
+                 "node by node", fontsize=10)
+    ax.set_xlim(-0.1, len(nodes) * (width + 0.6) - 0.5)
+    ax.set_ylim(-0.05, 4.2)
     ax.axis("off")
 
 

@@ -26,16 +26,17 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from course_utils.checks import NO_ANSWER, CheckResult, check_numbers, not_yet, worked_solution
 
 # The columns of the profiler's memory timeline (torch/profiler/_memory_profiler.py, _CATEGORY_TO_INDEX), in order;
-# None (no category found) is "unknown".
+# None (no category found) is "unknown". The profiler's AUTOGRAD_DETAIL is named for what it holds here: the gradients
+# of the activations on their way down the backward pass.
 TIMELINE_CATEGORIES = ("parameters", "optimizer state", "input", "temporary", "activations", "gradients",
-                       "autograd detail", "unknown")
+                       "activations' gradients", "unknown")
 
 
 # One name and one colour per kind of memory in every figure of the lesson (the profiler timeline's kinds, the bars
 # of section 1, ZeRO's parts).
 MEMORY_COLORS = {"parameters": "tab:blue", "optimizer state": "tab:green", "input": "tab:gray",
                  "temporary": "tab:olive", "activations": "tab:red", "gradients": "tab:orange",
-                 "autograd detail": "tab:purple", "unknown": "tab:brown"}
+                 "activations' gradients": "tab:purple", "unknown": "tab:brown"}
 
 
 def memory_color(kind: str) -> str:
@@ -146,28 +147,30 @@ ZERO_SHARDED = {0: (), 1: ("optimizer state",), 2: ("optimizer state", "gradient
                 3: ("optimizer state", "gradients", "parameters")}  # what each stage (0: DDP) splits over the ranks
 
 
-def zero_bytes_per_parameter(stage: int, ranks: int, k: int = 12) -> dict[str, float]:
+def zero_bytes_per_parameter(stage: int, ranks: int, state_bytes: int = 12) -> dict[str, float]:
     """Bytes per parameter each rank holds under ZeRO ``stage`` (0: DDP) with mixed-precision Adam: fp16 weights and
-    gradients (2 B each), ``k`` B of fp32 optimizer state; a sharded part is divided by ``ranks``.
+    gradients (2 B each), ``state_bytes`` B of fp32 optimizer state (the paper's K); a sharded part is divided by
+    ``ranks``.
 
     Raises:
-        ValueError: for a stage outside 0–3, fewer than 1 rank or a negative ``k``.
+        ValueError: for a stage outside 0–3, fewer than 1 rank or a negative ``state_bytes``.
     """
-    if stage not in ZERO_SHARDED or ranks < 1 or k < 0:
-        raise ValueError(f"stage is 0 (DDP) to 3, ranks at least 1 and k at least 0; got {stage}, {ranks}, {k}.")
-    sizes = {"parameters": 2, "gradients": 2, "optimizer state": k}
+    if stage not in ZERO_SHARDED or ranks < 1 or state_bytes < 0:
+        raise ValueError(f"stage is 0 (DDP) to 3, ranks at least 1 and state_bytes at least 0; got {stage}, {ranks}, "
+                         f"{state_bytes}.")
+    sizes = {"parameters": 2, "gradients": 2, "optimizer state": state_bytes}
     return {part: size / ranks if part in ZERO_SHARDED[stage] else float(size) for part, size in sizes.items()}
 
 
 _QUARTER_HATCHES = ("///", "\\\\\\", "xxx", "...")  # one per rank: each rank holds another shard
 
 
-def draw_zero_stages(ax: Axes, ranks: int = 4, k: int = 12) -> None:
+def draw_zero_stages(ax: Axes, ranks: int = 4, state_bytes: int = 12) -> None:
     """One bar per rank for each stage: the bytes per parameter it holds, hatched where it holds a 1/N shard, with
     another hatch on each rank (each holds another shard)."""
     width = ranks + 1.5
     for stage in ZERO_SHARDED:
-        held = zero_bytes_per_parameter(stage, ranks, k)
+        held = zero_bytes_per_parameter(stage, ranks, state_bytes)
         for r in range(ranks):
             bottom = 0.0
             for part, size in held.items():
@@ -178,12 +181,12 @@ def draw_zero_stages(ax: Axes, ranks: int = 4, k: int = 12) -> None:
     ax.set_xticks([stage * width + (ranks - 1) / 2 for stage in ZERO_SHARDED],
                   ["DDP" if stage == 0 else f"ZeRO-{stage}" for stage in ZERO_SHARDED])
     ax.set_ylabel("bytes per parameter")
-    ax.set_title(f"what each of {ranks} ranks holds, mixed-precision Adam (K = {k})", fontsize=10)
+    ax.set_title(f"what each of {ranks} ranks holds, mixed-precision Adam (K = {state_bytes})", fontsize=10)
     ax.legend(handles=[Patch(color=memory_color(part), label=part) for part in held]
               + [Patch(facecolor="white", edgecolor="gray", hatch="///",
                        label=f"a 1/{ranks} shard (each rank's hatch: its own)")],
               fontsize=10, loc="upper right")
-    ax.set_ylim(0, (4 + k) * 1.2)
+    ax.set_ylim(0, (4 + state_bytes) * 1.2)
 
 
 # The collectives in the colours of what they move (an all-gather brings parameters, a reduce-scatter sends
@@ -243,6 +246,67 @@ def fsdp_schedule_legend(ax: Axes) -> None:
                "free": "free the gathered parameters", "reduce-scatter": "reduce-scatter its gradients"}
     ax.legend(handles=[Patch(color=_EVENT_STYLE[event][1], label=f"{_EVENT_STYLE[event][0]}: {text}")
                        for event, text in meaning.items()], fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
+
+
+def prefetch_timeline(units: int, gather: float, compute: float, prefetch: bool) -> list[tuple[str, int, float, float]]:
+    """The forward pass of ``units`` FSDP units on two streams, as (stream, unit, start, end): each unit's all-gather
+    (``"communication"``, ``gather`` long) and forward (``"compute"``, ``compute`` long). A unit computes once its
+    all-gather is done and the previous unit has computed. Without ``prefetch`` a unit's all-gather starts when the
+    previous unit has computed; with it, when the previous unit starts computing (FSDP2's forward prefetch: the next
+    all-gather overlaps the current compute). The pass ends at ``units * (gather + compute)`` without prefetching, at
+    ``gather + compute + (units - 1) * max(gather, compute)`` with it.
+
+    Raises:
+        ValueError: for fewer than one unit, or a duration that is not positive.
+    """
+    if units < 1 or gather <= 0 or compute <= 0:
+        raise ValueError(f"need at least one unit and positive durations, got {units} units, gather {gather}, "
+                         f"compute {compute}.")
+    events: list[tuple[str, int, float, float]] = []
+    gathered = computed = started = 0.0   # when the last all-gather ended, the last forward ended and started
+    for unit in range(units):
+        begin = 0.0 if unit == 0 else started if prefetch else computed   # `started`: the previous unit's forward
+        begin = max(begin, gathered)                          # one communication stream: all-gathers in turn
+        gathered = begin + gather
+        started = max(gathered, computed)
+        computed = started + compute
+        events += [("communication", unit, begin, gathered), ("compute", unit, started, computed)]
+    return events
+
+
+def units_gathered_at_once(timeline: Sequence[tuple[str, int, float, float]]) -> int:
+    """The most units whose weights are whole at one moment of a :func:`prefetch_timeline`: a unit is whole from the
+    start of its all-gather (its buffer is allocated) to the end of its forward (then it is resharded)."""
+    spans: dict[int, tuple[float, float]] = {}
+    for _, unit, start, end in timeline:
+        begin, finish = spans.get(unit, (start, end))
+        spans[unit] = (min(begin, start), max(finish, end))
+    moments = [start for start, _ in spans.values()]
+    return max(sum(begin <= t < finish for begin, finish in spans.values()) for t in moments)
+
+
+def draw_prefetch(ax: Axes, units: int, gather: float, compute: float) -> None:
+    """The forward pass of :func:`prefetch_timeline` without and with prefetching: for each, a row of all-gathers
+    (communication) above a row of forwards (compute), on one time axis."""
+    rows: list[str] = []
+    for prefetch in (False, True):
+        timeline = prefetch_timeline(units, gather, compute, prefetch)
+        name = "prefetch" if prefetch else "no prefetch"
+        for stream, event, color in (("communication", "AG", MEMORY_COLORS["parameters"]),
+                                     ("compute", "F", "dimgray")):
+            row = len(rows)
+            rows.append(f"{name}: {stream}")
+            for _, unit, start, end in (e for e in timeline if e[0] == stream):
+                ax.barh(row, (end - start) * 0.96, left=start, color=color)
+                ax.text((start + end) / 2, row, f"{event} {unit + 1}", ha="center", va="center", fontsize=9,
+                        color="white")
+        end = max(e[3] for e in timeline)
+        ax.text(end + 0.05 * gather, len(rows) - 1, f"done at {end:g}", va="center", fontsize=9)
+    ax.set_yticks(range(len(rows)), rows, fontsize=9)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlabel("time (in units of one all-gather)" if gather == 1 else "time")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
 
 
 def accumulation_schedule(micro_batches: int, buckets: int, no_sync: bool) -> list[str]:
@@ -441,12 +505,13 @@ PLAN_COSTS = {"checkpointing": "a second forward pass of every block (about a th
 
 
 def memory_plans(*, parameters: float = 7e9, ranks: int = 8, samples_per_gpu: int = 8, activation_gb: float = 6.0,
-                 checkpointed_gb: float = 1.5, k: int = 12) -> dict[tuple[int, bool], tuple[float, list[str]]]:
+                 checkpointed_gb: float = 1.5, state_bytes: int = 12
+                 ) -> dict[tuple[int, bool], tuple[float, list[str]]]:
     """GB per GPU and extra work (beyond DDP's) of each (ZeRO stage, checkpointing) plan: the states of section 4 for
     ``parameters`` over ``ranks`` plus the activations of ``samples_per_gpu`` samples at once (section 3)."""
     plans = {}
     for stage in ZERO_SHARDED:
-        states = sum(zero_bytes_per_parameter(stage, ranks, k).values()) * parameters / 1e9
+        states = sum(zero_bytes_per_parameter(stage, ranks, state_bytes).values()) * parameters / 1e9
         for checkpointing in (False, True):
             activations = samples_per_gpu * (checkpointed_gb if checkpointing else activation_gb)
             costs = [PLAN_COSTS[name] for name, on in (("checkpointing", checkpointing), ("ZeRO-3", stage == 3)) if on]
