@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from course_utils.launch import read_rank_results, run_processes, torchrun_command
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,9 @@ class Reveal:
     value: float
     what: str
     unit: str = ""
-    exact: bool = False  # a computed value: right or wrong; else a measurement: right within a factor of 2
+    exact: bool = False  # a computed value: right or wrong; else a measurement: right within ``within`` times
+    within: float = 2.0
+    pivot: float | None = None  # a guess on the other side of it than the value is wrong, however close
 
     def __repr__(self) -> str:
         fmt = _fmt if self.exact else _fmt_measured
@@ -116,27 +123,64 @@ class Reveal:
         if self.exact:
             verdict = "right" if np.isclose(self.guess, self.value) else f"not {guess}: see why below"
             return f"🔎 {self.what}: {shown}. You predicted {guess}: {verdict}."
+        if self.pivot is not None and (self.guess - self.pivot) * (self.value - self.pivot) < 0:
+            side = "more" if self.value > self.pivot else "less"
+            return (f"🔎 {self.what}: {shown}. You predicted {guess}: it is {side} than "
+                    f"{fmt(self.pivot)}{self.unit}, see why below.")
         if self.guess <= 0 or self.value <= 0:
             return f"🔎 {self.what}: {shown}. You predicted {guess}."
         factor = self.value / self.guess
-        off = ("within a factor of 2: well predicted" if 0.5 <= factor <= 2 else
-               f"{factor:.3g} times more than you expected" if factor > 2 else
+        close = f"a factor of {self.within:g}" if self.within >= 1.5 else f"{self.within - 1:.0%}"
+        off = (f"within {close}: well predicted" if 1 / self.within <= factor <= self.within else
+               f"{factor:.3g} times more than you expected" if factor > 1 else
                f"{1 / factor:.3g} times less than you expected")
         return f"🔎 {self.what}: {shown}. You predicted {guess}: {off}."
 
 
-def reveal(guess: float | None, value: float, *, what: str, unit: str = "", exact: bool = False) -> Reveal:
+def reveal(guess: float | None, value: float, *, what: str, unit: str = "", exact: bool = False,
+           within: float = 2.0, pivot: float | None = None) -> Reveal:
     """Show a prediction made before a cell ran beside the value the cell produced.
 
     Args:
         guess: the student's prediction (``None``: none was made).
-        value: what the cell measured (``exact=False``: a prediction within a factor of 2 counts as good) or
-            computed (``exact=True``: right or wrong).
+        value: what the cell measured (``exact=False``: a prediction within a factor of ``within`` counts as good)
+            or computed (``exact=True``: right or wrong).
         what: the quantity, as a phrase ("PyTorch over Python loops").
+        within: how many times off a prediction of a measurement may be and count as good (1.05: within 5%).
+        pivot: a value whose side is the point (1 for "faster or slower"): a guess on the other side of it than the
+            value is wrong, however close.
 
     Raises:
         TypeError: if ``guess`` is not a number or ``None``.
+        ValueError: if ``within`` is not more than 1.
     """
+    if within <= 1:
+        raise ValueError(f"within is how many times off a good prediction may be: more than 1 (1.05: 5%), not "
+                         f"{within}.")
     if guess is not None and (isinstance(guess, bool) or not isinstance(guess, int | float)):
         raise TypeError(f"a prediction is one number (or None for none), got {guess!r}.")
-    return Reveal(None if guess is None else float(guess), float(value), what, unit, exact)
+    return Reveal(None if guess is None else float(guess), float(value), what, unit, exact, within, pivot)
+
+
+def launch_exercise(script: Path | str, *, samples: int, world: int,
+                    timeout: float) -> list[dict[str, Any]] | CheckResult:
+    """Launch a student's script with ``torchrun`` on ``world`` CPU processes (``--train-samples samples --out``) and
+    read each rank's report; a launch that fails or writes no report gives the verdict instead.
+
+    Raises:
+        FileNotFoundError: if ``script`` does not exist (run the cell that writes it first).
+    """
+    script = Path(script)
+    if not script.is_file():
+        raise FileNotFoundError(f"{script} does not exist: run the cell that writes it (%%writefile) first.")
+    out = script.with_name(f"{script.stem}_reports")
+    shutil.rmtree(out, ignore_errors=True)
+    command = torchrun_command(script, "--train-samples", str(samples), "--out", str(out), nproc_per_node=world)
+    (run,) = run_processes([command], timeout=timeout, env={"OMP_NUM_THREADS": "1"})
+    if run.returncode != 0:
+        return not_yet(f"the launch failed (exit code {run.returncode}). The end of its errors:\n"
+                       f"{run.stderr.strip()[-1500:]}\nFix the first error a rank reports, then run the check again.")
+    try:
+        return read_rank_results(out)
+    except FileNotFoundError:
+        return not_yet("the processes ran but wrote no report: keep the `report(...)` call at the end of `main`.")

@@ -90,3 +90,16 @@ def decks() -> list[Path]:
                            cwd=REPO, capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     return [SLIDES / f"{p.stem}.slides.html" for p in notebooks]
+
+
+def exercise_script(folder: Path, notebook: str, cell_id: str, *edits: tuple[str, str]) -> Path:
+    """A lesson's exercise starter (its ``%%writefile`` cell ``cell_id``) written to ``folder``, (old, new) edits
+    applied, each old text found once."""
+    cell = next(c for c in load_notebook(REPO / "notebooks" / notebook)["cells"] if c["id"] == cell_id)
+    first, text = source(cell).split("\n", 1)
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    script = folder / Path(first.split()[-1]).name  # %%writefile scratch/NN/name.py
+    script.write_text(text)
+    return script

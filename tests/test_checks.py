@@ -53,6 +53,11 @@ def test_a_prediction_is_shown_beside_the_result() -> None:
     assert repr(reveal(20000, 5561, what="speed-up", unit="x")) == (
         "🔎 speed-up: 5,561x. You predicted 20,000x: 3.6 times less than you expected.")
     assert repr(reveal(2, 5.2345, what="speed-up", unit="x")).startswith("🔎 speed-up: 5.23x.")
+    assert repr(reveal(40, 45.2, what="peak", within=1.05)).endswith("1.13 times more than you expected.")
+    assert repr(reveal(44, 45.2, what="peak", within=1.05)).endswith("within 5%: well predicted.")
+    assert repr(reveal(0.9, 1.78, what="FSDP / DDP", unit="x", pivot=1)) == (
+        "🔎 FSDP / DDP: 1.78x. You predicted 0.9x: it is more than 1x, see why below.")
+    assert repr(reveal(1.5, 1.78, what="FSDP / DDP", unit="x", pivot=1)).endswith("well predicted.")
     assert repr(reveal(13, 26, what="x.grad", exact=True)) == "🔎 x.grad: 26. You predicted 13: not 13: see why below."
     assert repr(reveal(26.0, 26, what="x.grad", exact=True)) == "🔎 x.grad: 26. You predicted 26: right."
     assert repr(reveal(None, 26, what="x.grad", exact=True)) == "🔎 x.grad: 26 (no prediction made)."

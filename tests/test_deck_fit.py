@@ -66,15 +66,29 @@ def open_deck(page, deck: Path, query: str = "") -> None:
 PROJECTORS = ((1280, 720), (1920, 1080))
 
 
+# The title slide: its objectives, all on the slide, and no picture (the notebook's Colab badge is a link there).
+MEASURE_TITLE = """() => { const slide = require(MODULE).getSlides()[0];
+    const items = [...slide.querySelectorAll('li')], bottom = slide.getBoundingClientRect().bottom;
+    return {objectives: items.length, images: slide.querySelectorAll('img').length,
+            shown: items.filter(li => li.getBoundingClientRect().bottom <= bottom + 1).length,
+            colab: [...slide.querySelectorAll('a')].filter(
+              a => a.href.includes('colab.research.google.com')).map(a => a.textContent)}; }"""
+
+
 def misfits(decks: list[Path], width: int, height: int, profile: Path) -> tuple[int, list[str]]:
     """Every slide of ``decks`` measured in a Chromium window of ``width`` x ``height``: the number of slides and
-    what does not fit, each problem naming its lesson and slide."""
+    what does not fit, each problem naming its lesson and slide; and each title slide as MEASURE_TITLE says."""
     failures, slides = [], 0
     with chromium_page(profile, width=width, height=height) as page:
         page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())  # offline: what is not on disk fails
         for deck in decks:
             open_deck(page, deck)
             lesson = deck.name[:2]
+            title = page.evaluate(MEASURE_TITLE.replace("MODULE", repr(handouts.reveal_module(deck))))
+            if not (title["objectives"] >= 3 and title["shown"] == title["objectives"] and not title["images"]
+                    and title["colab"] == ["Open in Colab"]):
+                failures.append(f"{width}x{height}, {lesson} title slide: 3 objectives or more, all shown, no "
+                                f"picture and an 'Open in Colab' link, not {title}")
             for slide in page.evaluate(MEASURE_SLIDES.replace("MODULE", repr(handouts.reveal_module(deck)))):
                 slides += 1
                 where = f"{width}x{height}, {lesson} slide {slide['at']} ({slide['title']!r})"
@@ -90,7 +104,7 @@ def misfits(decks: list[Path], width: int, height: int, profile: Path) -> tuple[
     return slides, failures
 
 
-def test_every_slide_fits_the_projector(decks, tmp_path):
+def test_every_slide_fits_the_projector_and_each_title_slide_shows_its_objectives(decks, tmp_path):
     # One browser per projector, side by side: each renders in its own processes (about 30% less time on 2 cores).
     with ThreadPoolExecutor(len(PROJECTORS)) as pool:
         measured = list(pool.map(lambda size: misfits(decks, *size, tmp_path / f"profile-{size[0]}"), PROJECTORS))
@@ -114,18 +128,3 @@ def test_every_printed_page_holds_its_slide(decks, tmp_path):
             failures += [f"{deck.name[:2]} page {i} ({p['title']!r}): cut {p['below']} px above the slide's end"
                          for i, p in enumerate(pages, 1) if p["below"] > 1]
     assert not failures, "\n".join(failures)
-
-
-def test_the_title_slide_shows_its_objectives_and_no_badge_from_the_web(decks, tmp_path):
-    with chromium_page(tmp_path / "profile", width=1280, height=720) as page:
-        page.route(re.compile(r"^(?!file:)"), lambda route: route.abort())
-        for deck in decks:
-            open_deck(page, deck)
-            title = page.evaluate(f"""() => {{ const slide = require({handouts.reveal_module(deck)!r}).getSlides()[0];
-                const items = [...slide.querySelectorAll('li')], bottom = slide.getBoundingClientRect().bottom;
-                return {{objectives: items.length, images: slide.querySelectorAll('img').length,
-                         shown: items.filter(li => li.getBoundingClientRect().bottom <= bottom + 1).length,
-                         colab: [...slide.querySelectorAll('a')].filter(
-                           a => a.href.includes('colab.research.google.com')).map(a => a.textContent)}}; }}""")
-            assert title["objectives"] >= 3 and title["shown"] == title["objectives"], f"{deck.name}: {title}"
-            assert title["images"] == 0 and title["colab"] == ["Open in Colab"], f"{deck.name}: {title}"

@@ -8,7 +8,7 @@ import shlex
 import numpy as np
 import pytest
 
-from conftest import REPO, load_notebook, source
+from conftest import REPO, exercise_script
 from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson05
 
@@ -156,16 +156,9 @@ def test_the_pictures_draw(tmp_path):
     plt.close("all")
 
 
-def _exercise_script(tmp_path, *edits):
-    """Exercise 5's starter, from the notebook, with (old, new) edits applied."""
-    cell = next(c for c in load_notebook(REPO / "notebooks" / "05_distributed_pytorch.ipynb")["cells"]
-                if c["id"] == "c59-ddp-code")
-    text = source(cell).split("\n", 1)[1]  # without the %%writefile line
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    (tmp_path / "my_ddp.py").write_text(text)
-    return tmp_path / "my_ddp.py"
+def ddp_starter(folder, *edits):
+    """Exercise 5's DDP starter, from the notebook, with (old, new) edits applied."""
+    return exercise_script(folder, "05_distributed_pytorch.ipynb", "c59-ddp-code", *edits)
 
 
 DDP_EDITS = [
@@ -182,15 +175,23 @@ SAMPLER_EDIT = ("loader = DataLoader(dataset, batch_size=64, shuffle=True)",
 
 
 def test_my_ddp_check_passes_a_ddp_script_with_the_global_batch_kept(tmp_path):
-    verdict = lesson05.check_my_ddp(_exercise_script(tmp_path, *DDP_EDITS, SAMPLER_EDIT))
+    verdict = lesson05.check_my_ddp(ddp_starter(tmp_path, *DDP_EDITS, SAMPLER_EDIT))
     assert verdict.correct, verdict
     assert "each trained on 1024 of the 2048 examples (disjoint), 32 steps of 32 examples each" in repr(verdict)
 
 
 def test_my_ddp_check_hints_at_the_sampler_when_every_process_sees_everything(tmp_path):
-    verdict = lesson05.check_my_ddp(_exercise_script(tmp_path, *DDP_EDITS))
+    verdict = lesson05.check_my_ddp(ddp_starter(tmp_path, *DDP_EDITS))
     assert not verdict.correct and "trained on 2048 of the same examples" in repr(verdict)
     assert "DistributedSampler" not in repr(verdict) and ASK_FOR_SOLUTION in repr(verdict)  # a hint, not the answer
+
+
+def test_my_ddp_check_hints_at_a_report_after_the_group_is_destroyed(tmp_path):
+    report_last = [(old, new) if "report(" not in old else
+                   (old, "    dist.destroy_process_group()\n    report(args.out, model, seen, steps)\n")
+                   for old, new in DDP_EDITS]
+    verdict = lesson05.check_my_ddp(ddp_starter(tmp_path, *report_last, SAMPLER_EDIT))
+    assert not verdict.correct and "ran after `dist.destroy_process_group()`" in repr(verdict)
 
 
 def test_my_ddp_check_solution_and_missing_script(tmp_path):
@@ -279,4 +280,38 @@ def test_the_launch_picture_refuses_records_of_no_launch(identities, problem):
     fig, ax = plt.subplots()
     with pytest.raises(ValueError, match=problem):
         lesson05.draw_launch(identities, ax)
+    plt.close(fig)
+
+
+# pipeline.py's records of two ranks: rank 1 is the slower at m = 1 and 8, rank 0 at m = 2 and 4
+PIPELINE_RANKS = [{"seconds_per_step": {"1": 0.30, "2": 0.36, "4": 0.25, "8": 0.10}},
+                  {"seconds_per_step": {"1": 0.40, "2": 0.20, "4": 0.20, "8": 0.25}}]
+
+
+def test_pipeline_times_take_the_slower_rank_and_compare_with_the_bubble_only_ideal():
+    times = lesson05.PipelineTimes.from_ranks(PIPELINE_RANKS)
+    assert times.seconds == {1: 0.40, 2: 0.36, 4: 0.25, 8: 0.25}
+    assert times.ratio(8) == pytest.approx(0.625)  # 0.25 / 0.40
+    assert times.ideal(8) == pytest.approx(9 / 16)  # (8 + 2 - 1) / (8 * 2)
+    assert lesson05.PipelineTimes({1: 1.0}, stages=4).ideal(12) == pytest.approx(15 / 48)  # (12 + 3) / (12 * 4)
+    rows = times.table().splitlines()
+    assert len(rows) == 5 and rows[-1].split("|")[1:] == ["   250 ms ", "  0.62 ", "               0.56"]
+    assert "0.90 at m = 2" in times.alt() and "to 0.56 at m = 8" in times.alt()  # 0.36 / 0.40
+
+
+def test_pipeline_times_refuse_ranks_that_timed_different_micro_batch_counts():
+    with pytest.raises(ValueError, match="same micro-batch counts"):
+        lesson05.PipelineTimes.from_ranks([PIPELINE_RANKS[0], {"seconds_per_step": {"1": 0.4, "2": 0.2}}])
+
+
+def test_the_pipeline_picture_draws_the_measured_points_against_the_ideal_curve():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson05.draw_pipeline_ratios(lesson05.PipelineTimes.from_ranks(PIPELINE_RANKS), ax)
+    ideal, measured = ax.lines
+    assert list(measured.get_ydata()) == pytest.approx([1.0, 0.9, 0.625, 0.625])
+    assert ideal.get_ydata()[0] == pytest.approx(1.0) and ideal.get_ydata()[-1] == pytest.approx(9 / 16)
+    assert [t.get_text() for t in ax.texts] == ["1.00", "0.90", "0.62", "0.62"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8"]
     plt.close(fig)

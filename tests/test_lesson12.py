@@ -1,4 +1,5 @@
-"""Lesson 12: the exercise checks (ZeRO memory, accumulation and all-reduces, FSDP's shard rows) and the pictures."""
+"""Lesson 12: the exercise checks (ZeRO memory, accumulation and all-reduces, FSDP's shard rows, a plan, an FSDP2
+script launched for real) and the pictures."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import exercise_script
 from course_utils.checks import ASK_FOR_SOLUTION, NO_ANSWER
 from course_utils.lessons import lesson12
 
@@ -238,3 +240,30 @@ def test_draw_prefetch_draws_both_schedules():
                       "prefetch: compute"]
     assert {t.get_text() for t in ax.texts} >= {"AG 1", "F 4", "done at 8", "done at 5"}
     plt.close(fig)
+
+
+def fsdp_starter(folder, *edits):
+    """Exercise 5's FSDP2 starter (a DDP script), from the notebook, with (old, new) edits applied."""
+    return exercise_script(folder, "12_memory_sharding.ipynb", "c12-ex5-code", *edits)
+
+
+SHARD = ("    model = DDP(model)\n",
+         "    for block in (model[1], model[2]):\n        fully_shard(block)\n    fully_shard(model)\n")
+IMPORT = ("from torch.distributed.fsdp import FSDPModule", "from torch.distributed.fsdp import FSDPModule, fully_shard")
+OPTIMIZER_FIRST = "    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)\n"
+
+
+def test_my_fsdp_check_passes_fsdp2_with_the_optimizer_built_after_sharding(tmp_path, real_data_root):
+    moved = (OPTIMIZER_FIRST + SHARD[0], SHARD[1] + OPTIMIZER_FIRST)
+    verdict = lesson12.check_my_fsdp(fsdp_starter(tmp_path, IMPORT, moved))
+    assert verdict.correct, verdict
+    assert "6 parameters sharded in 3 units" in repr(verdict) and "holds 134,661 of the 269,322" in repr(verdict)
+
+
+def test_my_fsdp_check_hints_when_the_optimizer_holds_the_unsharded_parameters(tmp_path, real_data_root):
+    verdict = lesson12.check_my_fsdp(fsdp_starter(tmp_path, IMPORT, SHARD))
+    assert not verdict.correct and "did not learn" in repr(verdict) and "fully_shard` do to" in repr(verdict)
+    assert "after" not in repr(verdict)  # a hint, not the answer
+    assert "*after* `fully_shard`" in repr(lesson12.check_my_fsdp(tmp_path / "x.py", solution=True))
+    with pytest.raises(FileNotFoundError, match="%%writefile"):
+        lesson12.check_my_fsdp(tmp_path / "missing.py")

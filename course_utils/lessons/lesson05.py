@@ -5,7 +5,6 @@ the exercise checks, the last of which launches the student's DDP script with to
 from __future__ import annotations
 
 import math
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 from numpy.typing import ArrayLike
 
-from course_utils.checks import CheckResult, check_numbers, not_yet, worked_solution
-from course_utils.launch import read_rank_results, run_processes, torchrun_command
+from course_utils.checks import CheckResult, check_numbers, launch_exercise, not_yet, worked_solution
+from course_utils.timing import format_seconds
 
 COLLECTIVES = ("broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather")
 
@@ -91,11 +90,18 @@ def draw_rank_tensors(held: ArrayLike, ax: Axes, *, title: str = "") -> None:
     ax.set_title(title, fontsize=10)
 
 
-def _box(ax: Axes, x: float, y: float, value: float, shade: float, colors: str, fontsize: int, dark: bool) -> None:
-    """A value in a box at (x, y), shaded from light (0) to dark (1) in the colormap ``colors``; white text if dark."""
-    ax.add_patch(Rectangle((x, y - 0.4), 0.95, 0.8, color=plt.get_cmap(colors)(shade)))
-    ax.text(x + 0.47, y, f"{value:g}", ha="center", va="center", fontsize=fontsize,
-            color="white" if dark else "black")
+def _box(ax: Axes, x: float, y: float, text: str, fill: str | tuple[float, ...], *, fontsize: int,
+         text_color: str = "black") -> None:
+    """``text`` in a box at (x, y) filled with the colour ``fill``."""
+    ax.add_patch(Rectangle((x, y - 0.4), 0.95, 0.8, color=fill))
+    ax.text(x + 0.47, y, text, ha="center", va="center", fontsize=fontsize, color=text_color)
+
+
+def _shaded_box(ax: Axes, x: float, y: float, value: float, shade: float, colors: str, fontsize: int,
+                dark: bool) -> None:
+    """A value in a box shaded from light (0) to dark (1) in the colormap ``colors``; white text if dark."""
+    _box(ax, x, y, f"{value:g}", plt.get_cmap(colors)(shade), fontsize=fontsize,
+         text_color="white" if dark else "black")
 
 
 def _draw_ranks(ax: Axes, held: Sequence[np.ndarray], vmax: float) -> None:
@@ -104,10 +110,9 @@ def _draw_ranks(ax: Axes, held: Sequence[np.ndarray], vmax: float) -> None:
     for r, values in enumerate(held):
         for c, value in enumerate(values):
             if np.isnan(value):
-                ax.add_patch(Rectangle((c, r - 0.4), 0.95, 0.8, color="0.85"))
-                ax.text(c + 0.47, r, "?", ha="center", va="center", fontsize=9, color="0.35")
+                _box(ax, c, r, "?", "0.85", fontsize=9, text_color="0.35")
             else:
-                _box(ax, c, r, value, 0.2 + 0.7 * value / vmax, "Blues", 9, dark=value / vmax > 0.45)
+                _shaded_box(ax, c, r, value, 0.2 + 0.7 * value / vmax, "Blues", 9, dark=value / vmax > 0.45)
     ax.set_xlim(0, max(width, 4))
     ax.set_ylim(len(held) - 0.5, -0.5)
     ax.set_xticks([])
@@ -172,7 +177,7 @@ def draw_ring_all_reduce(trace: RingTrace, ax: Axes) -> None:
             for c in range(world):
                 x = r * (world + 0.6) + c
                 share = counts[r][c] / world
-                _box(ax, x, step, row[r][c], 0.15 + 0.75 * share, "Greens", 8, dark=share > 0.5)
+                _shaded_box(ax, x, step, row[r][c], 0.15 + 0.75 * share, "Greens", 8, dark=share > 0.5)
                 if step < len(trace.sends) and trace.sends[step][r] == c:
                     ax.add_patch(Rectangle((x, step - 0.4), 0.95, 0.8, fill=False, edgecolor="tab:red", lw=2))
     ax.set_xlim(-0.2, world * (world + 0.6))
@@ -354,6 +359,64 @@ def draw_bucket_timeline(timeline: BucketTimeline, ax: Axes) -> None:
     ax.set_title("DDP all-reduces each bucket as soon as its gradients are in, while backward goes on", fontsize=9)
 
 
+@dataclass(frozen=True)
+class PipelineTimes:
+    """The time of one pipelined step for each micro-batch count m (the slower rank's median, as ``pipeline.py``
+    reports per rank), beside GPipe's bubble-only ideal for ``stages`` balanced stages."""
+
+    seconds: dict[int, float]  # m -> seconds per step
+    stages: int = 2
+
+    @classmethod
+    def from_ranks(cls, ranks: Sequence[Mapping], *, stages: int = 2) -> PipelineTimes:
+        """From the ranks' records: a step lasts until its slower rank is done."""
+        steps = [{int(m): float(s) for m, s in r["seconds_per_step"].items()} for r in ranks]
+        if not steps or any(step.keys() != steps[0].keys() for step in steps) or 1 not in steps[0]:
+            raise ValueError("every rank must time the same micro-batch counts, m = 1 among them.")
+        return cls({m: max(step[m] for step in steps) for m in sorted(steps[0])}, stages)
+
+    def ratio(self, m: int) -> float:
+        """The step with m micro-batches over the step with one (the unpipelined schedule)."""
+        return self.seconds[m] / self.seconds[1]
+
+    def ideal(self, m: int) -> float:
+        """(m + p - 1) / (m p): the ratio if the bubble were the only cost (balanced stages, free messages)."""
+        return (m + self.stages - 1) / (m * self.stages)
+
+    def table(self) -> str:
+        """A row per m: the step, its ratio to m = 1 and the ideal ratio."""
+        rows = [" m |     step | × m=1 | ideal (m+p−1)/(mp)"]
+        rows += [f"{m:>2} | {format_seconds(s):>8} | {self.ratio(m):5.2f} | {self.ideal(m):18.2f}"
+                 for m, s in self.seconds.items()]
+        return "\n".join(rows)
+
+    def alt(self) -> str:
+        """The figure's alt text, from the numbers."""
+        measured = ", ".join(f"{self.ratio(m):.2f} at m = {m}" for m in self.seconds)
+        return (f"The step time over the m = 1 step against the number of micro-batches m, {self.stages} stages: "
+                f"measured {measured}; the ideal curve (m + p − 1)/(mp) falls from 1 to "
+                f"{self.ideal(max(self.seconds)):.2f} at m = {max(self.seconds)}.")
+
+
+def draw_pipeline_ratios(times: PipelineTimes, ax: Axes, *, label: str = "measured") -> None:
+    """The measured ratios to m = 1 as points, the bubble-only ideal (m + p - 1)/(mp) as a curve, m on a log axis."""
+    ms = sorted(times.seconds)
+    fine = np.geomspace(ms[0], ms[-1], 100)
+    ax.plot(fine, (fine + times.stages - 1) / (fine * times.stages), color="0.5", lw=2,
+            label=f"ideal (m + p − 1)/(mp), p = {times.stages}")
+    ax.plot(ms, [times.ratio(m) for m in ms], "o-", color="tab:blue", ms=7, label=label)
+    for m in ms:
+        ax.annotate(f"{times.ratio(m):.2f}", (m, times.ratio(m)), textcoords="offset points", xytext=(0, 8),
+                    ha="center", fontsize=9)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ms, [str(m) for m in ms])
+    ax.set_ylim(0, 1.15 * max(1.0, *(times.ratio(m) for m in ms)))
+    ax.set_xlabel("micro-batches m", fontsize=10)
+    ax.set_ylabel("step / step at m = 1", fontsize=10)
+    ax.tick_params(labelsize=9)
+    ax.legend(fontsize=9, loc="lower left")
+
+
 # ---------------------------------------- exercise checks
 
 
@@ -453,26 +516,19 @@ def check_my_ddp(script: Path | str, *, solution: bool = False, timeout: float =
             f"on every process, so the global batch is the world size times the batch per process: {world} × "
             f"{batch // world} = {batch}, and each process takes {per_process} / {batch // world} = {steps} steps; "
             "(5) `dist.destroy_process_group()` at the end. With several epochs, also call `sampler.set_epoch(epoch)`.")
-    script = Path(script)
-    if not script.is_file():
-        raise FileNotFoundError(f"{script} does not exist: run the cell that writes it (%%writefile) first.")
-    out = script.with_name(f"{script.stem}_reports")
-    shutil.rmtree(out, ignore_errors=True)
-    command = torchrun_command(script, "--train-samples", str(n), "--out", str(out), nproc_per_node=world)
-    (run,) = run_processes([command], timeout=timeout, env={"OMP_NUM_THREADS": "1"})
-    if run.returncode != 0:
-        return not_yet(f"the launch failed (exit code {run.returncode}). The end of its errors:\n"
-                       f"{run.stderr.strip()[-1500:]}\nFix the first error a rank reports, then run the check again.")
-    try:
-        reports = read_rank_results(out)
-    except FileNotFoundError:
-        return not_yet("the processes ran but wrote no report: keep the `report(...)` call at the end of `main`.")
+    reports = launch_exercise(script, samples=n, world=world, timeout=timeout)
+    if isinstance(reports, CheckResult):
+        return reports
     worlds = sorted({r["world_size"] for r in reports})
+    seen = [set(r["seen"]) for r in reports]
+    if len(reports) == world and worlds == [1] and not seen[0] & seen[1]:
+        return not_yet("the processes trained on disjoint shares, so they had joined one group, but each reported a "
+                       "world of 1: `report(...)` ran after `dist.destroy_process_group()`. Leave the group last, "
+                       "after the report.")
     if len(reports) != world or worlds != [world]:
         return not_yet(f"{len(reports)} processes reported a world of {' and '.join(map(str, worlds))}, not "
                        f"{world}: each trained alone.\nA process joins the others with section 6's first change, "
                        "`dist.init_process_group(...)`.\n")
-    seen = [set(r["seen"]) for r in reports]
     shared = len(seen[0] & seen[1])
     if shared:
         return not_yet(f"the 2 processes trained on {shared} of the same examples (each on {len(seen[0])}): every "

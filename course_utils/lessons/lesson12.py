@@ -23,7 +23,7 @@ from matplotlib.patches import Patch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from course_utils.checks import NO_ANSWER, CheckResult, check_numbers, not_yet, worked_solution
+from course_utils.checks import NO_ANSWER, CheckResult, check_numbers, launch_exercise, not_yet, worked_solution
 
 # The columns of the profiler's memory timeline (torch/profiler/_memory_profiler.py, _CATEGORY_TO_INDEX), in order;
 # None (no category found) is "unknown". The profiler's AUTOGRAD_DETAIL is named for what it holds here: the gradients
@@ -482,7 +482,7 @@ def draw_resharding(ax: Axes, rows: int, saved_ranks: int, loading_ranks: int) -
 
 def check_shard_rows(answer: Sequence[int] | None, *, rows: int = 300, ranks: int = 8,
                      solution: bool = False) -> CheckResult:
-    """Exercise 3: (rows on rank 0, rows on the last rank) of a weight with ``rows`` rows under ``fully_shard``;
+    """Exercise 4: (rows on rank 0, rows on the last rank) of a weight with ``rows`` rows under ``fully_shard``;
     ``solution=True`` shows how they are found."""
     split = shard_rows(rows, ranks)
     size = math.ceil(rows / ranks)
@@ -521,7 +521,7 @@ def memory_plans(*, parameters: float = 7e9, ranks: int = 8, samples_per_gpu: in
 
 def check_memory_plan(answer: Sequence[Any] | None, *, gpu_gb: float = 80.0, solution: bool = False,
                       **sizes: Any) -> CheckResult:
-    """Exercise 4: the (ZeRO stage, checkpointing) plan that fits in ``gpu_gb`` with the least extra work, among
+    """Exercise 3: the (ZeRO stage, checkpointing) plan that fits in ``gpu_gb`` with the least extra work, among
     :func:`memory_plans` (``sizes`` overrides its defaults); ``solution=True`` shows every plan."""
     plans = memory_plans(**sizes)
     fitting = {plan: cost for plan, cost in plans.items() if cost[0] <= gpu_gb}
@@ -557,3 +557,50 @@ def check_memory_plan(answer: Sequence[Any] | None, *, gpu_gb: float = 80.0, sol
                        "stage saves memory without extra communication (section 4), and is checkpointing needed then?")
     return CheckResult(True, f"{verdict(best)}: of the plans that fit in {gpu_gb:g} GB, the one with the least "
                              "extra work. ZeRO-1 and ZeRO-2 communicate as much as DDP, and nothing runs twice.")
+
+
+FSDP_EXERCISE_SAMPLES, FSDP_EXERCISE_WORLD = 2048, 2
+
+
+def check_my_fsdp(script: Path | str, *, solution: bool = False, timeout: float = 240.0) -> CheckResult:
+    """Exercise 5: launch the student's FSDP2 script with ``torchrun`` on 2 processes and read what each reports.
+
+    The script's ``report`` writes, per process, which modules are FSDP units, how many of the parameters are
+    sharded (DTensors) and how many elements the rank holds, whether the optimizer holds the model's parameters,
+    the losses and a fingerprint of the whole weights. Right means: both blocks and the model are units, every
+    parameter sharded, each rank holding half, the optimizer holding the shards, and the loss falling.
+    ``solution=True`` shows the worked solution without launching anything.
+
+    Raises:
+        FileNotFoundError: if ``script`` does not exist (run the cell that writes it first).
+    """
+    if solution:
+        return worked_solution(
+            "three changes to the DDP script: (1) instead of `model = DDP(model)`, make each block a unit and then the "
+            "model: `for block in (model[1], model[2]): fully_shard(block)`, then `fully_shard(model)` (the root unit "
+            "takes what the blocks left: the last Linear); (2) `from torch.distributed.fsdp import fully_shard`; (3) "
+            "build the optimizer *after* `fully_shard`: it replaces each parameter with a sharded one (a DTensor), so "
+            "an optimizer built before holds tensors that no longer get gradients, and the model never changes. "
+            "Each rank then holds half of every weight (rows 0-127 or 128-255 of a 256-row weight).")
+    reports = launch_exercise(script, samples=FSDP_EXERCISE_SAMPLES, world=FSDP_EXERCISE_WORLD, timeout=timeout)
+    if isinstance(reports, CheckResult):
+        return reports
+    first, units = reports[0], sorted(reports[0]["units"])
+    if not units:
+        return not_yet(f"no module is an FSDP unit: each rank holds all {first['total']:,} elements of the weights, "
+                       "as with DDP. Section 5's recipe makes a module a unit with `fully_shard`.")
+    if units != ["1", "2", "the model"]:
+        return not_yet(f"the units are {', '.join(units)}: FSDP gathers a unit whole before it computes, so one "
+                       "unit for the whole model gathers every weight at once. Make each block a unit, then the model.")
+    if not first["optimizer_has_them"]:
+        losses = first["losses"]
+        return not_yet(f"the loss went from {losses[0]:.3f} to {losses[-1]:.3f}: the model did not learn. The "
+                       "optimizer holds other tensors than the model's parameters now: what did `fully_shard` do to "
+                       "them, and when was the optimizer built?")
+    losses = first["losses"]
+    if first["held"] * FSDP_EXERCISE_WORLD != first["total"] or first["sharded"] != first["parameters"]:
+        return not_yet(f"rank 0 holds {first['held']:,} of the {first['total']:,} elements: every parameter should "
+                       f"be sharded over the {FSDP_EXERCISE_WORLD} ranks.")
+    return CheckResult(True, f"{first['parameters']} parameters sharded in 3 units (both blocks and the model); each "
+                             f"rank holds {first['held']:,} of the {first['total']:,} elements, and the optimizer "
+                             f"updates those shards: the loss went from {losses[0]:.3f} to {losses[-1]:.3f}.")
