@@ -15,7 +15,7 @@ what was expected, what was measured, and which fact of this machine explains th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,24 +32,32 @@ class Condition:
         holds: whether the fact is true here.
         where: the condition in words, read after "where": ``"oneDNN has native bf16 kernels"``.
         here: what this machine has, in words: ``"AVX2, bf16 emulated by oneDNN"``.
+        of_this_run: the fact is about this run, not the machine (no other process used the CPU): where only
+            such facts fail, a claim's ``otherwise`` (what other machines do) is not printed.
+        machine_holds: whether the facts about the machine hold; computed, not passed.
     """
 
     holds: bool
     where: str
     here: str
+    of_this_run: bool = False
+    machine_holds: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.holds, bool):
             raise TypeError(f"Condition.holds must be a bool, got {type(self.holds).__name__}: {self.holds!r}.")
         if not self.where.strip():
             raise ValueError("Condition.where must say in words when the condition holds.")
+        object.__setattr__(self, "machine_holds", self.of_this_run or self.holds)
 
     def __and__(self, other: Condition) -> Condition:
         """Both conditions: holds where both hold; says what this machine has for each."""
         if not isinstance(other, Condition):
             return NotImplemented
         here = "; ".join(dict.fromkeys(h for h in (self.here, other.here) if h))
-        return Condition(self.holds and other.holds, f"{self.where} and {other.where}", here)
+        both = Condition(self.holds and other.holds, f"{self.where} and {other.where}", here)
+        object.__setattr__(both, "machine_holds", self.machine_holds and other.machine_holds)
+        return both
 
     def __bool__(self) -> bool:
         return self.holds
@@ -66,7 +74,8 @@ def expect(claim: str, ok: bool, *, measured: str, when: Condition = ANYWHERE, o
         ok: whether the measurement satisfies the claim.
         measured: the measurement, in words and numbers: ``"1.65x"``.
         when: the condition under which the claim must hold (default: on every machine).
-        otherwise: what to expect instead where the condition does not hold, and why.
+        otherwise: what to expect instead where the condition does not hold, and why; not printed where only
+            facts of this run fail (another process used the CPU), since the machine is then not the reason.
 
     Raises:
         ClaimError: if the condition holds and the claim does not.
@@ -87,4 +96,4 @@ def expect(claim: str, ok: bool, *, measured: str, when: Condition = ANYWHERE, o
         return
     outcome = "holds here all the same" if ok else "does not hold here"
     print(f"○ {claim}: {measured}, {outcome}. Not checked: expected only where {when.where}{machine}."
-          + (f" {otherwise}" if otherwise else ""))
+          + (f" {otherwise}" if otherwise and not when.machine_holds else ""))

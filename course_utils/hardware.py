@@ -274,7 +274,7 @@ class CpuLoad:
         return Condition(free >= n - slack,
                          f"{n} core{'s were' if n > 1 else ' was'} free of other work during the measurement",
                          f"{free:.1f} of {_cores(self.usable_cores, 'usable')} free ({self.other_cores:.1f} used by "
-                         f"other processes)")
+                         f"other processes)", of_this_run=True)
 
 
     @property
@@ -283,7 +283,7 @@ class CpuLoad:
         if math.isnan(self.other_cores):
             raise RuntimeError("The load is known once the `with cpu_load()` block has ended.")
         return Condition(self.other_cores < 0.5, "no other process used the CPU during the measurement",
-                         f"other processes used {self.other_cores:.1f} cores meanwhile")
+                         f"other processes used {self.other_cores:.1f} cores meanwhile", of_this_run=True)
 
 
 def _busy_seconds(cpus: list[int]) -> float:

@@ -273,3 +273,17 @@ def test_check_start_method():
     assert "not a start method" in lesson03.check_start_method("threads").message
     assert not lesson03.check_start_method(None)
     assert not lesson03.check_start_method(3)  # type: ignore[arg-type]
+
+
+def test_idle_spin_is_cpu_time_after_a_parallel_operation():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert lesson03.idle_spin_seconds() == 0.0  # no worker thread, nothing spins
+        torch.set_num_threads(2)
+        spin = lesson03.idle_spin_seconds(listen=0.02, repeats=3)
+        assert 0.0 <= spin <= 0.02 * 2  # at most the 20 ms listened to (one core; the main thread sleeps)
+    finally:
+        torch.set_num_threads(threads)
+    with pytest.raises(ValueError, match="listen must be positive"):
+        lesson03.idle_spin_seconds(listen=0)

@@ -88,7 +88,9 @@ def test_slurm_script_requests_nodes_and_one_task_per_node():
 def test_slurm_script_launches_the_notebook_script_with_torchrun_across_nodes():
     text = SBATCH.read_text()
     words = torchrun_line(text)
-    assert words[:2] == ["srun", "torchrun"]
+    assert words[0] == "srun" and "torchrun" in words
+    srun = dict(w.split("=", 1) for w in words[:words.index("torchrun")] if "=" in w)
+    assert srun["--cpus-per-task"] == "$SLURM_CPUS_PER_TASK", "srun inherits no --cpus-per-task from sbatch (22.05+)"
     options = dict(w.split("=", 1) for w in words if w.startswith("--") and "=" in w)
     assert options["--nnodes"] == "$SLURM_NNODES"
     assert options["--rdzv_backend"] == "c10d" and options["--rdzv_id"] == "$SLURM_JOB_ID"
@@ -297,6 +299,8 @@ def test_pipeline_times_take_the_slower_rank_and_compare_with_the_bubble_only_id
     rows = times.table().splitlines()
     assert len(rows) == 5 and rows[-1].split("|")[1:] == ["   250 ms ", "  0.62 ", "               0.56"]
     assert "0.90 at m = 2" in times.alt() and "to 0.56 at m = 8" in times.alt()  # 0.36 / 0.40
+    with_share = times.table({"share": {1: "80%", 2: "7%", 4: "50%", 8: "41%"}}).splitlines()
+    assert with_share[0].endswith("| share") and with_share[2].endswith("|    7%")  # right-aligned under its name
 
 
 def test_pipeline_times_refuse_ranks_that_timed_different_micro_batch_counts():

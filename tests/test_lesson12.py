@@ -173,8 +173,12 @@ def test_the_pictures_draw():
 
 def test_memory_plan_check_weighs_fit_and_extra_work():
     plans = lesson12.memory_plans()
-    assert plans[0, False][0] == pytest.approx(160) and plans[2, False] == (pytest.approx(74.25), [])
-    assert lesson12.check_memory_plan((2, False)).correct
+    assert plans[0, False][0] == pytest.approx(152) and plans[2, False] == (pytest.approx(66.25), [])
+    assert lesson12.check_memory_plan((2, False)).correct  # 66.25 GB of the 72 kept for the counts
+    assert "does not fit in 72 GB (80 GB less 10%)" in repr(lesson12.check_memory_plan((1, False)))  # 78.5 GB
+    assert all(lesson12.check_memory_plan((stage, False), headroom=0).correct for stage in (1, 2))  # both fit 80 GB
+    with pytest.raises(ValueError, match="headroom"):
+        lesson12.check_memory_plan((2, False), headroom=1)
     for wrong, says in [((1, False), "does not fit"), ((3, False), "half again"), ((1, True), "second forward")]:
         verdict = repr(lesson12.check_memory_plan(wrong))
         assert says in verdict and ASK_FOR_SOLUTION in verdict and "ZeRO-2" not in verdict

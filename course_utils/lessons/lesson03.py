@@ -1,8 +1,11 @@
-"""Lesson 03 (multiprocessing and the DataLoader): the drawing of a DataLoader's data path, and the exercise checks."""
+"""Lesson 03 (multiprocessing and the DataLoader): how long idle threads spin, the drawing of a DataLoader's data
+path, and the exercise checks."""
 
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from typing import TYPE_CHECKING
 
 from course_utils.checks import NO_ANSWER, CheckResult, check_numbers, not_yet, worked_solution
@@ -11,6 +14,31 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 START_METHODS = ("fork", "spawn", "forkserver")
+
+
+def idle_spin_seconds(*, listen: float = 0.05, repeats: int = 7) -> float:
+    """How long PyTorch's idle worker threads keep a core busy after a parallel operation (median of ``repeats``).
+
+    Each repeat runs one operation that PyTorch splits over its threads (``aminmax`` of 16 MiB), sleeps ``listen``
+    seconds and returns the CPU time this process used meanwhile: with the main thread asleep, that is the time
+    the other threads spent spinning before they slept (GNU OpenMP spins ``GOMP_SPINCOUNT`` times, a time that
+    depends on the CPU; ``OMP_WAIT_POLICY=passive`` makes them sleep at once). A spin longer than ``listen`` reads
+    as ``listen``. 0 where PyTorch runs one thread.
+    """
+    import torch
+
+    if listen <= 0 or repeats < 1:
+        raise ValueError(f"listen must be positive seconds and repeats at least 1, got {listen!r} and {repeats!r}.")
+    if torch.get_num_threads() < 2:
+        return 0.0
+    x = torch.ones(4096, 1024)
+    spins = []
+    for _ in range(repeats + 1):  # the first wakes the thread pool, and is not counted
+        torch.aminmax(x)
+        start = time.process_time()
+        time.sleep(listen)
+        spins.append(time.process_time() - start)
+    return statistics.median(spins[1:])
 
 
 def check_ideal_batch_time(answer: float | None, *, latency_ms: float = 5.0, batch_size: int = 8,

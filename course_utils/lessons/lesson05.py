@@ -379,14 +379,16 @@ class PipelineTimes:
         """The step with m micro-batches over the step with one (the unpipelined schedule)."""
         return self.seconds[m] / self.seconds[1]
 
-    def ideal(self, m: int) -> float:
+    def ideal(self, m: float) -> float:
         """(m + p - 1) / (m p): the ratio if the bubble were the only cost (balanced stages, free messages)."""
         return (m + self.stages - 1) / (m * self.stages)
 
-    def table(self) -> str:
-        """A row per m: the step, its ratio to m = 1 and the ideal ratio."""
-        rows = [" m |     step | × m=1 | ideal (m+p−1)/(mp)"]
+    def table(self, extra: Mapping[str, Mapping[int, str]] | None = None) -> str:
+        """A row per m: the step, its ratio to m = 1, the ideal ratio, then each ``extra`` column (name: m: text)."""
+        extra = extra or {}
+        rows = [" m |     step | × m=1 | ideal (m+p−1)/(mp)" + "".join(f" | {name}" for name in extra)]
         rows += [f"{m:>2} | {format_seconds(s):>8} | {self.ratio(m):5.2f} | {self.ideal(m):18.2f}"
+                 + "".join(f" | {column[m]:>{len(name)}}" for name, column in extra.items())
                  for m, s in self.seconds.items()]
         return "\n".join(rows)
 
@@ -402,7 +404,7 @@ def draw_pipeline_ratios(times: PipelineTimes, ax: Axes, *, label: str = "measur
     """The measured ratios to m = 1 as points, the bubble-only ideal (m + p - 1)/(mp) as a curve, m on a log axis."""
     ms = sorted(times.seconds)
     fine = np.geomspace(ms[0], ms[-1], 100)
-    ax.plot(fine, (fine + times.stages - 1) / (fine * times.stages), color="0.5", lw=2,
+    ax.plot(fine, [times.ideal(m) for m in fine], color="0.5", lw=2,
             label=f"ideal (m + p − 1)/(mp), p = {times.stages}")
     ax.plot(ms, [times.ratio(m) for m in ms], "o-", color="tab:blue", ms=7, label=label)
     for m in ms:
