@@ -19,7 +19,8 @@ from course_utils import handouts
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 # Every slide, fragments shown: how far its content reaches below the slide, the zoom the deck gave it, the `pre`
-# blocks whose lines reach past their right edge, and its pictures that did not load.
+# blocks whose lines reach past their right edge, its pictures that did not load, and its formulas that MathJax broke
+# into lines (it marks them mjx-full-width).
 MEASURE_SLIDES = """async () => {
   const Reveal = require(MODULE), idle = () => new Promise(done => MathJax.Hub.Queue(done));
   const height = Reveal.getConfig().height, out = [];
@@ -43,7 +44,9 @@ MEASURE_SLIDES = """async () => {
               tables: [...slide.querySelectorAll("pre[data-fit='table-too-wide']")].map(
                 pre => longest(pre.textContent)),
               broken: [...slide.querySelectorAll("img")].filter(img => !img.complete || !img.naturalWidth).map(
-                img => img.src.slice(0, 80))});
+                img => img.src.slice(0, 80)),
+              split: [...slide.querySelectorAll(".MathJax_CHTML.mjx-full-width")].filter(
+                m => !m.closest("aside")).map(m => m.textContent.slice(0, 40))});
   }
   return out;
 }"""
@@ -101,6 +104,8 @@ def misfits(decks: list[Path], width: int, height: int, profile: Path) -> tuple[
                 failures += [f"{where}: a line cut at the right edge: {line!r}" for line in slide["cut"]]
                 failures += [f"{where}: a table too wide at the smallest font: {line!r}" for line in slide["tables"]]
                 failures += [f"{where}: a picture that does not load offline: {src}" for src in slide["broken"]]
+                failures += [f"{where}: a formula broken into lines (MathJax's automatic line breaks): {math!r}"
+                             for math in slide["split"]]
     return slides, failures
 
 
