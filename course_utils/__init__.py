@@ -38,7 +38,7 @@ from course_utils.claims import ANYWHERE, ClaimError, Condition, expect
 from course_utils.data import DataError, data_root, dataset_info, load_numpy, load_tensors, tf_dataset
 from course_utils.device import best_device, device_name, environment_summary, gpu_count
 from course_utils.diffs import ScriptDiff, script_diff
-from course_utils.hardware import Hardware, cpu_load
+from course_utils.hardware import CoreCapacity, Hardware, core_capacity, cpu_load
 from course_utils.launch import free_port, free_ports, read_rank_results, run_processes, scratch_dir, torchrun_command
 from course_utils.live_view import automated_driver, live_view_allowed, live_view_host
 from course_utils.memory import peak_memory, saved_for_backward, tensor_bytes
@@ -121,8 +121,9 @@ def _profile_line(profile: Profile, lesson: str | None, *, chosen: bool) -> str:
 
 
 __all__ = [
-    "ANYWHERE", "ClaimError", "Condition", "CourseEnv", "DataError", "Hardware", "Placement", "Profile", "ScriptDiff",
-    "accuracy", "best_device", "cpu_load", "data_root",
+    "ANYWHERE", "ClaimError", "Condition", "CoreCapacity", "CourseEnv", "DataError", "Hardware", "Placement",
+    "Profile", "ScriptDiff",
+    "accuracy", "best_device", "core_capacity", "cpu_load", "data_root",
     "dataset_info", "device_name", "expect", "format_bytes", "format_seconds", "free_port",
     "free_ports", "get_profile", "gpu_count", "keras_verbose", "layer_costs", "live_view_allowed", "live_view_host",
     "load_numpy", "load_tensors",

@@ -178,8 +178,8 @@ def launch_exercise(script: Path | str, *, samples: int, world: int,
     command = torchrun_command(script, "--train-samples", str(samples), "--out", str(out), nproc_per_node=world)
     (run,) = run_processes([command], timeout=timeout, env={"OMP_NUM_THREADS": "1"})
     if run.returncode != 0:
-        return not_yet(f"the launch failed (exit code {run.returncode}). The end of its errors:\n"
-                       f"{run.stderr.strip()[-1500:]}\nFix the first error a rank reports, then run the check again.")
+        return not_yet(f"the launch failed (exit code {run.returncode}). {run.errors}\n"
+                       "Fix the first error a rank reports, then run the check again.")
     try:
         return read_rank_results(out)
     except FileNotFoundError:

@@ -10,6 +10,7 @@ their machine should reproduce the stored numbers, and the lessons pass its cond
     with cu.cpu_load() as load:
         ...                 # a measurement
     load.spare(2)           # Condition: 2 cores were free of other processes' work meanwhile
+    cu.core_capacity(2).at_least(1.5)   # Condition: 2 threads really got 1.5 cores' worth of arithmetic
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from __future__ import annotations
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -324,3 +327,78 @@ def cpu_load() -> Iterator[CpuLoad]:
     load.seconds = time.perf_counter() - start
     others = (_busy_seconds(cpus) - busy) - (_own_cpu_seconds() - own)
     load.other_cores = max(0.0, others / load.seconds) if load.seconds > 0 else 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the cores deliver at once
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CoreCapacity:
+    """How many cores' worth of arithmetic ``threads`` threads got at once, each running its own products.
+
+    A virtual machine's "cores" may be two hyperthreads of one physical core, or share their core's vector
+    units with another tenant: no other process shows in :class:`CpuLoad` and no time is stolen, yet two
+    threads do less than twice the work of one. This measures what the cores deliver.
+
+    Attributes:
+        threads: how many threads ran products at once.
+        alone: seconds one thread took for its block of products alone, one per round.
+        together: seconds until ``threads`` threads had each done the same block at once, one per round.
+    """
+
+    threads: int
+    alone: tuple[float, ...]
+    together: tuple[float, ...]
+
+    @property
+    def cores(self) -> float:
+        """Cores' worth of work done at once: ``threads`` with no sharing, 1 where they take turns. The median
+        over the rounds of each round's ratio: a round's two timings are adjacent, so a slower minute of the
+        machine cancels out."""
+        return statistics.median(self.threads * a / t for a, t in zip(self.alone, self.together, strict=True))
+
+    def at_least(self, cores: float) -> Condition:
+        """The threads did at least ``cores`` cores' worth of products at once (a fact of this run)."""
+        return Condition(self.cores >= cores,
+                         f"{self.threads} threads did at least {cores:g} cores' worth of arithmetic at once",
+                         f"{self.threads} single-threaded products at once ran at {self.cores:.2f} cores' worth",
+                         of_this_run=True)
+
+
+def core_capacity(threads: int | None = None, *, size: int = 256, calls: int = 30, rounds: int = 7) -> CoreCapacity:
+    """Measure :class:`CoreCapacity`: a block of ``calls`` single-threaded ``size``×``size`` float32 products,
+    timed on one thread alone, then on ``threads`` threads at once (default: the usable cores), alternately
+    for ``rounds`` rounds. Takes about ``2 · rounds`` blocks of time (0.1 to 0.5 s on a laptop core).
+
+    PyTorch's own thread count is set to 1 in every thread meanwhile (else each product would start a team of
+    OpenMP threads, and the threads would crowd the cores they measure), then restored.
+    """
+    n = usable_cores() if threads is None else threads
+    for name, value in (("threads", n), ("size", size), ("calls", calls), ("rounds", rounds)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    a = torch.randn(size, size)
+    outs = [torch.empty(size, size) for _ in range(n)]
+
+    def block(i: int) -> None:
+        torch.set_num_threads(1)  # in this thread too: OpenMP's count is per OS thread, a new one has the default
+        for _ in range(calls):
+            torch.mm(a, a, out=outs[i])
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(n) as pool:
+            list(pool.map(block, range(n)))  # warm-up: the threads exist, the kernels are chosen
+            alone, together = [], []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                block(0)
+                alone.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                list(pool.map(block, range(n)))
+                together.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(previous)
+    return CoreCapacity(n, tuple(alone), tuple(together))

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 LOCALHOST = "127.0.0.1"
+_RANK_LINE = re.compile(r"^\[rank(\d+)\]:(?: |$)(.*)$", re.M)  # torchrun prefixes each rank's stderr lines
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?\brank\s*:\s*(\d+)", re.S)
 
 
 def free_ports(n: int = 1, host: str = LOCALHOST) -> list[int]:
@@ -67,13 +69,44 @@ class ProcessResult:
     stderr: str
     seconds: float
 
+    @property
+    def errors(self) -> str:
+        """What went wrong, to read first. Under ``torchrun`` the stderr ends with the launcher's own traceback,
+        which says only *that* a rank failed: this is the error of the rank it names as the root cause (the
+        others' last lines after it), or, before a process group prefixes the ranks' lines, the first traceback
+        that is not the launcher's. Otherwise, the end of stderr."""
+        ranks: dict[int, list[str]] = {}
+        for line in _RANK_LINE.finditer(self.stderr):
+            ranks.setdefault(int(line[1]), []).append(line[2])
+        if not ranks:
+            return _first_traceback(self.stderr) or self.stderr.strip()[-3000:]
+        root = _ROOT_CAUSE.search(self.stderr)
+        first = int(root[1]) if root and int(root[1]) in ranks else next(iter(ranks))
+        text = "\n".join(ranks[first]).strip()[-3000:]
+        after = "".join(f"\nthen rank {r}: {lines[-1].strip()[:300]}" for r, lines in ranks.items() if r != first)
+        return f"rank {first} failed first:\n{text}{after}"
+
     def check(self) -> ProcessResult:
-        """Return self if the process succeeded, else raise with the end of its output."""
+        """Return self if the process succeeded, else raise with the end of its output and its :attr:`errors`."""
         if self.returncode != 0:
             raise RuntimeError(f"{' '.join(self.command)} exited with {self.returncode}:\n"
                                f"--- stdout (end) ---\n{self.stdout[-3000:]}\n"
-                               f"--- stderr (end) ---\n{self.stderr[-3000:]}")
+                               f"--- errors ---\n{self.errors}")
         return self
+
+
+def _first_traceback(text: str) -> str:
+    """The first Python traceback in ``text`` that is not ``torchrun``'s own, with its exception line; '' if none."""
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last):"):
+            end = start + 1
+            while end < len(lines) and lines[end].startswith(" "):
+                end += 1
+            block = "\n".join(lines[start:end + 1])
+            if "ChildFailedError" not in block:
+                return block
+    return ""
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], grace: float = 3.0) -> None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from course_utils import hardware
-from course_utils.hardware import AVX2_ONLY_ENV, CpuLoad, Hardware, cpu_load
+from course_utils.hardware import AVX2_ONLY_ENV, CoreCapacity, CpuLoad, Hardware, core_capacity, cpu_load
 
 AVX2_MACHINE = Hardware(isa="AVX2", bf16_flags=(), int8_flags=(), onednn_bf16=False, onednn_cap=None, fbgemm_cap=None,
                         tf_onednn=False, quantized_engine="x86", usable_cores=2, gpus=(), gpu_capability=None)
@@ -135,3 +135,22 @@ def test_the_slack_of_spare_cores():
     assert load.spare(2) and not load.spare(2, slack=0.25) and load.spare(1, slack=0)
     with pytest.raises(ValueError, match=r"slack must be in \[0, 1\)"):
         load.spare(1, slack=1)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is a Linux feature")
+def test_two_threads_on_one_core_get_one_cores_worth():
+    cores = float(_in_a_child("from course_utils.hardware import core_capacity; print(core_capacity(2).cores)",
+                              prefix=("taskset", "-c", "0")))
+    assert 0.6 < cores < 1.4, cores
+
+
+def test_core_capacity_restores_the_thread_count_and_reads_as_a_condition():
+    threads = torch.get_num_threads()
+    capacity = core_capacity(1, size=64, calls=2, rounds=1)
+    assert torch.get_num_threads() == threads and capacity.threads == 1 and capacity.cores > 0
+    shared = CoreCapacity(threads=2, alone=(1.0, 2.0, 1.0), together=(1.6, 3.2, 0.5))
+    assert shared.cores == 1.25 and not shared.at_least(1.7) and shared.at_least(1.2)
+    assert shared.at_least(1.7).where == "2 threads did at least 1.7 cores' worth of arithmetic at once"
+    assert "ran at 1.25 cores' worth" in shared.at_least(1.7).here and shared.at_least(1.7).machine_holds
+    with pytest.raises(ValueError, match="threads must be a positive int"):
+        core_capacity(0)

@@ -7,6 +7,7 @@ import psutil
 import pytest
 
 from course_utils.launch import (
+    ProcessResult,
     free_port,
     free_ports,
     read_rank_results,
@@ -119,3 +120,27 @@ def test_two_torchrun_nodes_on_one_machine(tmp_path):
     results = run_processes([torchrun_command(script, nproc_per_node=1, nnodes=2, node_rank=r, master_port=port)
                              for r in range(2)], timeout=120)
     assert sorted(r.check().stdout.strip() for r in results) == ["world 2 rank 0", "world 2 rank 1"]
+
+
+def test_errors_of_a_torchrun_launch_show_the_rank_that_failed_first(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import torch.distributed as dist\n"
+                      "dist.init_process_group('gloo')\n"
+                      "if dist.get_rank() == 1:\n"
+                      "    raise ValueError('rank 1 has a bug')\n"
+                      "dist.barrier()\n")
+    (result,) = run_processes([torchrun_command(script, nproc_per_node=2)], timeout=120)
+    assert result.returncode != 0 and "ChildFailedError" in result.stderr  # the launcher's summary ends stderr ...
+    errors = result.errors                                                  # ... but the cause is what comes first
+    assert errors.startswith("rank 1 failed first:\nTraceback") and "ValueError: rank 1 has a bug" in errors
+    assert "then rank 0:" in errors and "ChildFailedError" not in errors
+    with pytest.raises(RuntimeError, match="ValueError: rank 1 has a bug"):
+        result.check()
+
+
+def test_errors_before_the_process_group_and_without_torchrun():
+    launcher = ('Traceback (most recent call last):\n  File "run.py", line 1\n'
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n")
+    early = 'Traceback (most recent call last):\n  File "my.py", line 3, in <module>\nNameError: name \'x\'\n'
+    assert ProcessResult(("x",), 1, "", early + early + "W1127 agent log\n" + launcher, 1.0).errors == early.strip()
+    assert ProcessResult(("x",), 1, "", "usage: error\n" + launcher, 1.0).errors.endswith("ChildFailedError:")

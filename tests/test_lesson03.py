@@ -282,7 +282,7 @@ def test_idle_spin_is_cpu_time_after_a_parallel_operation():
         assert lesson03.idle_spin_seconds() == 0.0  # no worker thread, nothing spins
         torch.set_num_threads(2)
         spin = lesson03.idle_spin_seconds(listen=0.02, repeats=3)
-        assert 0.0 <= spin <= 0.02 * 2  # at most the 20 ms listened to (one core; the main thread sleeps)
+        assert 0.0 <= spin <= 0.02 * 1.5  # at most the 20 ms listened to, per idle thread (the main one sleeps)
     finally:
         torch.set_num_threads(threads)
     with pytest.raises(ValueError, match="listen must be positive"):

@@ -17,19 +17,22 @@ START_METHODS = ("fork", "spawn", "forkserver")
 
 
 def idle_spin_seconds(*, listen: float = 0.05, repeats: int = 7) -> float:
-    """How long PyTorch's idle worker threads keep a core busy after a parallel operation (median of ``repeats``).
+    """How long each of PyTorch's idle worker threads keeps a core busy after a parallel operation (median of
+    ``repeats``).
 
     Each repeat runs one operation that PyTorch splits over its threads (``aminmax`` of 16 MiB), sleeps ``listen``
-    seconds and returns the CPU time this process used meanwhile: with the main thread asleep, that is the time
-    the other threads spent spinning before they slept (GNU OpenMP spins ``GOMP_SPINCOUNT`` times, a time that
-    depends on the CPU; ``OMP_WAIT_POLICY=passive`` makes them sleep at once). A spin longer than ``listen`` reads
-    as ``listen``. 0 where PyTorch runs one thread.
+    seconds and reads the CPU time this process used meanwhile: with the main thread asleep, that is the time the
+    other threads spent spinning before they slept (GNU OpenMP spins ``GOMP_SPINCOUNT`` times, a time that depends
+    on the CPU; ``OMP_WAIT_POLICY=passive`` makes them sleep at once), divided by their number, so that it reads
+    as a duration on any number of cores. A spin longer than ``listen`` reads as ``listen``. 0 where PyTorch runs
+    one thread.
     """
     import torch
 
     if listen <= 0 or repeats < 1:
         raise ValueError(f"listen must be positive seconds and repeats at least 1, got {listen!r} and {repeats!r}.")
-    if torch.get_num_threads() < 2:
+    workers = torch.get_num_threads() - 1  # the main thread computes too, then sleeps here
+    if workers < 1:
         return 0.0
     x = torch.ones(4096, 1024)
     spins = []
@@ -37,7 +40,7 @@ def idle_spin_seconds(*, listen: float = 0.05, repeats: int = 7) -> float:
         torch.aminmax(x)
         start = time.process_time()
         time.sleep(listen)
-        spins.append(time.process_time() - start)
+        spins.append((time.process_time() - start) / workers)
     return statistics.median(spins[1:])
 
 
