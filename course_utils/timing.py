@@ -204,6 +204,22 @@ def page_faults() -> Iterator[Callable[[], int]]:
         end = now()
 
 
+def ratio_by_round(timings: Mapping[str, Timing], numerator: str, denominator: str) -> float:
+    """The median over the rounds of :func:`measure_interleaved` of ``numerator``'s time / ``denominator``'s.
+
+    A round's two timings are adjacent in time, so a slower second of the machine reaches both and cancels out of
+    their ratio; a ratio of the two medians can compare two different moments.
+    """
+    for name in (numerator, denominator):
+        if name not in timings:
+            raise KeyError(f"no timing named {name!r}: the names are {list(timings)}.")
+    top, bottom = timings[numerator].times, timings[denominator].times
+    if len(top) != len(bottom):
+        raise ValueError(f"{numerator!r} has {len(top)} timings and {denominator!r} {len(bottom)}: the ratio by "
+                         "round needs the timings of one measure_interleaved call.")
+    return statistics.median(t / b for t, b in zip(top, bottom, strict=True))
+
+
 def speedup(baseline: float, improved: float) -> float:
     """``baseline / improved`` for two times (seconds) of the same work."""
     if baseline <= 0 or improved <= 0:

@@ -11,6 +11,7 @@ from course_utils.timing import (
     measure_interleaved,
     page_faults,
     parallel_efficiency,
+    ratio_by_round,
     rotations,
     speedup,
     stopwatch,
@@ -116,3 +117,14 @@ def test_page_faults_count_first_touches_and_freeze_at_exit():
     with page_faults() as faults:
         pass
     assert 0 <= faults() < 100
+
+
+def test_ratio_by_round_pairs_each_rounds_timings():
+    # a takes twice b's time; the machine is 3x slower from round 3 on, except during a's last timing
+    timings = {"a": Timing((2.0, 2.0, 6.0, 6.0, 2.0)), "b": Timing((1.0, 1.0, 3.0, 3.0, 3.0))}
+    assert ratio_by_round(timings, "a", "b") == 2.0
+    assert timings["a"].median / timings["b"].median == 2 / 3  # the medians compare different moments
+    with pytest.raises(KeyError, match="no timing named 'c'"):
+        ratio_by_round(timings, "a", "c")
+    with pytest.raises(ValueError, match="one measure_interleaved call"):
+        ratio_by_round({"a": Timing((1.0,)), "b": Timing((1.0, 2.0))}, "a", "b")
