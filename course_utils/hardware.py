@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import torch
 import torch.distributed
 
 from course_utils.claims import Condition
+from course_utils.timing import Timing, ratio_by_round
 
 # CPU flags of native bf16 arithmetic: x86 (Linux /proc/cpuinfo), Arm (Linux "Features"), Apple (sysctl).
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16", "FEAT_BF16")
@@ -356,7 +356,8 @@ class CoreCapacity:
         """Cores' worth of work done at once: ``threads`` with no sharing, 1 where they take turns. The median
         over the rounds of each round's ratio: a round's two timings are adjacent, so a slower minute of the
         machine cancels out."""
-        return statistics.median(self.threads * a / t for a, t in zip(self.alone, self.together, strict=True))
+        rounds = {"alone": Timing(self.alone), "together": Timing(self.together)}
+        return self.threads * ratio_by_round(rounds, "alone", "together")
 
     def at_least(self, cores: float) -> Condition:
         """The threads did at least ``cores`` cores' worth of products at once (a fact of this run)."""
@@ -386,8 +387,7 @@ def core_capacity(threads: int | None = None, *, size: int = 256, calls: int = 3
         for _ in range(calls):
             torch.mm(a, a, out=outs[i])
 
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
+    previous = torch.get_num_threads()  # block() sets 1 in every thread that runs it, this one included
     try:
         with ThreadPoolExecutor(n) as pool:
             list(pool.map(block, range(n)))  # warm-up: the threads exist, the kernels are chosen
