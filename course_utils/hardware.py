@@ -383,7 +383,7 @@ def core_capacity(threads: int | None = None, *, size: int = 256, calls: int = 3
     outs = [torch.empty(size, size) for _ in range(n)]
 
     def block(i: int) -> None:
-        torch.set_num_threads(1)  # in this thread too: OpenMP's count is per OS thread, a new one has the default
+        torch.set_num_threads(1)  # in each worker too: without it each product here ran an OpenMP team (measured)
         for _ in range(calls):
             torch.mm(a, a, out=outs[i])
 
