@@ -63,6 +63,19 @@ def test_shard_rows_follow_torch_chunk():
         lesson12.shard_rows(0, 2)
 
 
+def test_reshard_files_are_the_saved_shards_a_rank_overlaps():
+    assert lesson12.check_reshard_files([1, 2])  # rows 334-667 of 1000 lie in files 1 (250-499) and 2 (500-749)
+    assert lesson12.check_reshard_files([0, 1], rank=0) and lesson12.check_reshard_files([2, 3], rank=2)
+    assert lesson12.check_reshard_files([0, 0], rows=1024, saved_ranks=2, loading_ranks=3, rank=0)
+    verdict = lesson12.check_reshard_files([1, 3])
+    assert not verdict and "last file: you have 3" in repr(verdict) and "334" not in repr(verdict)
+    assert lesson12.check_reshard_files(None) is NO_ANSWER
+    shown = lesson12.check_reshard_files(None, solution=True)
+    assert shown.is_solution and "rank 1 of 3 needs rows 334–667" in repr(shown) and "reads 2 file(s)" in repr(shown)
+    with pytest.raises(ValueError, match="rank must be in 0..2"):
+        lesson12.check_reshard_files([1, 2], rank=3)
+
+
 def test_allocated_peak_sees_the_allocations_of_a_block():
     def two_temporaries():
         a = torch.empty(1024, dtype=torch.float32)  # 4,096 B

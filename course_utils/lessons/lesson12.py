@@ -500,6 +500,27 @@ def check_shard_rows(answer: Sequence[int] | None, *, rows: int = 300, ranks: in
              f"holds none: 0 rows"])
 
 
+def check_reshard_files(answer: Sequence[int] | None, *, rows: int = 1000, saved_ranks: int = 4,
+                        loading_ranks: int = 3, rank: int = 1, solution: bool = False) -> CheckResult:
+    """Exercise 6: (first file, last file), by the rank that saved each, that ``rank`` of a ``loading_ranks`` job
+    reads from a checkpoint of ``saved_ranks`` of a weight with ``rows`` rows; ``solution=True`` shows how."""
+    if not 0 <= rank < loading_ranks:
+        raise ValueError(f"rank must be in 0..{loading_ranks - 1}, got {rank}.")
+    files = files_read(rows, saved_ranks, loading_ranks)[rank]
+    saved = ", ".join(f"{a}–{b - 1}" for a, b in shard_spans(rows, saved_ranks) if b > a)
+    start, stop = shard_spans(rows, loading_ranks)[rank]
+    return check_numbers(
+        answer, [files[0], files[-1]], names=["first file", "last file"], solution=solution,
+        hints=[f"section 6: each file holds the rows of the rank that saved it, cut as torch.chunk cuts; which rows "
+               f"does rank {rank} of {loading_ranks} need?",
+               f"which saved files hold the last rows that rank {rank} of {loading_ranks} needs?"],
+        why=[f"saved by {saved_ranks} ranks, the files hold rows {saved} (chunks of ceil({rows} / {saved_ranks}) = "
+             f"{math.ceil(rows / saved_ranks)}); rank {rank} of {loading_ranks} needs rows {start}–{stop - 1} (chunks "
+             f"of ceil({rows} / {loading_ranks}) = {math.ceil(rows / loading_ranks)}): its first rows are in file "
+             f"{files[0]}",
+             f"its last in file {files[-1]}, so it reads {len(files)} file(s)"])
+
+
 PLAN_COSTS = {"checkpointing": "a second forward pass of every block (about a third more compute)",
               "ZeRO-3": "half again DDP's communication (the weights gathered for forward and again for backward)"}
 
