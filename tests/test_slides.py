@@ -252,14 +252,13 @@ def test_each_lesson_has_an_instructor_plan(lesson):
 
 
 SLIDES_PER_MINUTE = 0.65  # about 55 slides in 90 minutes: a minute and a half a slide, with the runs and predictions
-NOT_YET_PACED = {"02": 72, "03": 84, "06": 67}  # decks not yet cut to that pace (issue 34): they may not grow
 
 
 @pytest.mark.parametrize("lesson", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_the_deck_can_be_taught_in_the_plans_minutes(lesson):
     minutes = int(plan_rows(lesson)[-1][1])
     count = len(slides.deck(load_notebook(lesson)))
-    most = NOT_YET_PACED.get(lesson.name[:2], int(SLIDES_PER_MINUTE * minutes))
+    most = int(SLIDES_PER_MINUTE * minutes)
     assert count <= most, (f"{count} slides for a {minutes}-minute lecture: at most {most}. Move the results the "
                            "lecture does not discuss into speaker notes (CONTRIBUTING.md, Slides: pace)")
 
