@@ -100,3 +100,86 @@ def test_state_dict_grows_with_masks():
     assert lesson08.state_dict_bytes(net.state_dict()) == before + 4 * 96
     prune.remove(net[2], "weight")
     assert lesson08.state_dict_bytes(net.state_dict()) == before
+
+
+def pruned_conv() -> nn.Conv2d:
+    """A 2-channel conv with one channel pruned away and one weight of the other, and a gradient."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(1, 2, 2)
+    prune.custom_from_mask(conv, "weight", mask=torch.tensor([[[[1.0, 0.0], [1.0, 1.0]]], [[[0.0, 0.0], [0.0, 0.0]]]]))
+    conv(torch.randn(3, 1, 4, 4)).sum().backward()
+    return conv
+
+
+def test_the_pruned_parameter_picture_draws_orig_mask_weight_and_gradient():
+    import matplotlib.pyplot as plt
+
+    conv = pruned_conv()
+    fig, axes = plt.subplots(1, 4)
+    lesson08.draw_pruned_parameter(conv, axes)
+    titles = [ax.get_title() for ax in axes]
+    assert titles[0].startswith("weight_orig\nParameter: the optimizer") and "forward pre-hook" in titles[2]
+    assert titles[3] == "weight_orig.grad\n0 wherever the mask is 0"
+    assert [t.get_text() for t in axes[1].texts] == ["1", "0", "1", "1", "0", "0", "0", "0", "="]  # row by row
+    assert [t.get_text() for t in axes[0].texts] == ["⊙"] and not axes[2].texts
+    drawn = [ax.images[0].get_array() for ax in axes]
+    assert drawn[0].shape == (2, 4) and drawn[2].mask.tolist() == [[False, True, False, False], [True] * 4]
+    assert drawn[3].mask[1].all() and not drawn[3].mask[0, 0]  # the gradient: zero (grey) where the mask is 0
+    assert axes[0].get_ylabel() == "output channel" and axes[0].get_xlabel() == "its 4 weights"
+    fig2, axes2 = plt.subplots(1, 4)
+    lesson08.draw_pruned_parameter(conv, axes2, rows=1, cols=3)
+    assert axes2[0].images[0].get_array().shape == (1, 3) and axes2[0].get_xlabel() == "its first 3 of 4 weights"
+    plt.close("all")
+
+
+def test_the_pruned_parameter_picture_asks_for_a_pruned_module_with_a_gradient():
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4)
+    with pytest.raises(ValueError, match="not pruned"):
+        lesson08.draw_pruned_parameter(nn.Linear(3, 2), axes)
+    fresh = nn.Linear(3, 2)
+    prune.random_unstructured(fresh, "weight", amount=0.5)
+    with pytest.raises(ValueError, match="backward pass"):
+        lesson08.draw_pruned_parameter(fresh, axes)
+    with pytest.raises(ValueError, match="need 4 axes"):
+        lesson08.draw_pruned_parameter(pruned_conv(), axes[:3])
+    plt.close(fig)
+
+
+def test_the_global_pruning_picture_puts_each_layer_s_share_beside_the_uniform_amount():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson08.draw_global_vs_uniform({"conv1": (1, 54), "fc1": (30, 100)}, 0.2, ax)
+    uniform, global_ = ax.containers
+    assert [b.get_height() for b in uniform] == pytest.approx([100 * 11 / 54, 20.0])  # round(0.2 · 54) = 11
+    assert [b.get_height() for b in global_] == pytest.approx([100 / 54, 30.0])
+    assert [t.get_text() for t in ax.texts] == ["1.9", "30.0"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["conv1\n54 weights", "fc1\n100 weights"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["each layer by 20%", "global 20%"]
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        lesson08.draw_global_vs_uniform({"fc1": (30, 100)}, 20, ax)
+    with pytest.raises(ValueError, match="layer_sparsity"):
+        lesson08.draw_global_vs_uniform({"fc1": (130, 100)}, 0.2, ax)
+    plt.close(fig)
+
+
+def test_the_accuracy_picture_draws_both_curves_from_the_dense_accuracy():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson08.draw_accuracy_vs_sparsity([0.5, 0.9], [0.8, 0.7, 0.2], [0.8, 0.82, 0.75], ax)
+    dense, one_shot, imp = ax.lines
+    assert list(dense.get_ydata()) == pytest.approx([80.0, 80.0])
+    assert list(one_shot.get_xdata()) == pytest.approx([0, 50, 90])
+    assert list(one_shot.get_ydata()) == pytest.approx([80, 70, 20])
+    assert list(imp.get_ydata()) == pytest.approx([80, 82, 75])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["dense", "one-shot, no fine-tuning",
+                                                                  "IMP + fine-tuning"]
+    assert ax.get_xlabel() == "weights pruned (%)" and ax.get_ylabel() == "test accuracy (%)"
+    with pytest.raises(ValueError, match="3 values each"):
+        lesson08.draw_accuracy_vs_sparsity([0.5, 0.9], [0.8, 0.7], [0.8, 0.82, 0.75], ax)
+    with pytest.raises(ValueError, match="not percentages"):
+        lesson08.draw_accuracy_vs_sparsity([0.5, 0.9], [80, 70, 20], [80, 82, 75], ax)
+    plt.close(fig)

@@ -114,3 +114,73 @@ def test_scaler_schedule_check():
     assert shown.is_solution and "halves the scale" in repr(shown)
     assert "it is 1024, 2048, 1024, 512, 512, 1024, 1024, 2048, 2048, 4096, so it ends at 4096" in repr(shown)
     assert repr(shown).endswith("the others update the weight: 2.")
+
+
+def test_float_fields_come_from_finfo():
+    # eps = 2^-M: fp32 2^-23, bf16 2^-7, e4m3 2^-3; exponent = bits - 1 - M
+    assert lesson09.float_fields(torch.float32)[:3] == (32, 8, 23)
+    assert lesson09.float_fields(torch.bfloat16)[:3] == (16, 8, 7)
+    assert lesson09.float_fields(torch.float16)[:4] == (16, 5, 10, 65504.0)
+    assert lesson09.float_fields(torch.float8_e4m3fn)[:4] == (8, 4, 3, 448.0)
+    for bad in (torch.int32, "float16"):
+        with pytest.raises(ValueError, match="floating-point torch.dtype"):
+            lesson09.float_fields(bad)
+
+
+def test_the_formats_picture_draws_each_bit_coloured_by_field():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson09.draw_float_formats([torch.float32, torch.float16, torch.bfloat16, torch.float8_e5m2], ax)
+    assert len(ax.patches) == 32 + 16 + 16 + 8  # a box per bit
+    assert [p.get_facecolor() for p in ax.patches[:2]] == [plt.matplotlib.colors.to_rgba(c)
+                                                          for c in ("tab:red", "tab:blue")]
+    texts = [t.get_text() for t in ax.texts]
+    # per row: exponent and mantissa widths, then max, smallest normal, eps; the headers last
+    assert texts[:5] == ["8", "23", "3.4e38", "1.18e-38", "$2^{-23}$"]
+    assert texts[5:10] == ["5", "10", "65504", "6.1e-5", "$2^{-10}$"]
+    assert texts[10:15] == ["8", "7", "3.39e38", "1.18e-38", "$2^{-7}$"]
+    assert texts[15:] == ["5", "2", "57344", "6.1e-5", "$2^{-2}$", "max", "min normal", "eps"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["float32", "float16", "bfloat16", "float8_e5m2"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["sign", "exponent: range", "mantissa: precision"]
+    with pytest.raises(ValueError, match="dtypes is empty"):
+        lesson09.draw_float_formats([], ax)
+    with pytest.raises(ValueError, match="floating-point"):
+        lesson09.draw_float_formats([torch.int8], ax)
+    plt.close(fig)
+
+
+def test_the_lost_gradients_picture_marks_the_fewest_lost():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    lesson09.draw_gradients_lost([0, 8, 16], [(0.3, 0.0), (0.1, 0.05), (0.0, 0.2)], ax)
+    zero, inf, total = ax.lines
+    assert list(total.get_ydata()) == pytest.approx([0.3, 0.15, 0.2])  # the sums: 2^8 loses fewest
+    assert [t.get_text() for t in ax.texts] == ["fewest lost: S = $2^{8}$"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["flushed to 0", "overflow to inf", "lost in all"]
+    with pytest.raises(ValueError, match="one \\(zero, inf\\) pair per scale"):
+        lesson09.draw_gradients_lost([0, 8], [(0.3, 0.0)], ax)
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        lesson09.draw_gradients_lost([0], [(30.0, 0.0)], ax)
+    plt.close(fig)
+
+
+def test_the_loss_scale_picture_counts_clean_steps_and_marks_skips():
+    import matplotlib.pyplot as plt
+
+    # the notebook's run: init 16, growth_interval 3, inf at steps 4 and 5
+    scales = [16, 16, 16, 32, 32, 16, 8, 8, 8, 16]
+    skipped = [False] * 4 + [True, True] + [False] * 4
+    fig, ax = plt.subplots()
+    lesson09.draw_loss_scale(scales, skipped, ax, growth_interval=3)
+    texts = [t.get_text() for t in ax.texts]
+    # a number per clean step (its place in the run), "skip" per inf, and ×2 / ×½ where the scale changed
+    assert texts == ["1", "2", "3", "1", "×2", "skip", "skip", "×½", "1", "×½", "2", "3", "1", "×2"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["8", "16", "32"]
+    assert ax.get_yscale() == "log" and "×2 after 3 clean steps" in ax.get_title()
+    with pytest.raises(ValueError, match="one skipped flag per step"):
+        lesson09.draw_loss_scale(scales, skipped[:-1], ax, growth_interval=3)
+    with pytest.raises(ValueError, match="growth_interval at least 1"):
+        lesson09.draw_loss_scale(scales, skipped, ax, growth_interval=0)
+    plt.close(fig)

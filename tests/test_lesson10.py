@@ -116,6 +116,52 @@ def test_timeline_and_roofline_plots():
     matplotlib.pyplot.close("all")
 
 
+def test_the_schedule_picture_colours_each_step_by_the_schedule_s_action():
+    import matplotlib.pyplot as plt
+    from torch.profiler import ProfilerAction
+
+    actions = [schedule(wait=1, warmup=1, active=2, repeat=2)(step) for step in range(10)]  # the lesson's
+    ax = lesson10.draw_schedule(actions)
+    boxes = [p for p in ax.patches if p.get_width() < 1]
+    assert len(boxes) == 10 and [b.get_x() for b in boxes] == list(range(10))
+    colours = {a: matplotlib.colors.to_rgba(lesson10.SCHEDULE_ACTIONS[a][0]) for a in lesson10.SCHEDULE_ACTIONS}
+    by_step = [next(a for a, c in colours.items() if c == b.get_facecolor()).name for b in boxes]
+    assert by_step == ["NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE"] * 2 + ["NONE", "NONE"]
+    assert [t.get_text() for t in ax.texts] == ["trace 1: steps 2–3\n→ on_trace_ready",
+                                                "trace 2: steps 6–7\n→ on_trace_ready"]
+    assert ax.texts[0].xy[0] == pytest.approx(3.96)  # handed over at the prof.step() that ends step 3
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(s) for s in range(10)]
+    assert [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()] == [
+        "NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE"]
+    one = lesson10.draw_schedule([ProfilerAction.RECORD_AND_SAVE])  # active=1: a trace of one step
+    assert [t.get_text() for t in one.texts] == ["trace 1: step 0\n→ on_trace_ready"]
+    with pytest.raises(ValueError, match=r"\[sched\(step\) for step in range\(steps\)\]"):
+        lesson10.draw_schedule([0, 1, 2])
+    with pytest.raises(ValueError, match="no steps"):
+        lesson10.draw_schedule([])
+    plt.close("all")
+
+
+def test_the_phases_picture_stacks_each_loop_s_phases():
+    import matplotlib.pyplot as plt
+
+    phases = {"slow loop": {"data": 9.0, "forward": 1.0, "loss": 3.0},
+              "fixed loop": {"data": 0.5, "forward": 1.0, "loss": 0.25}}
+    ax = lesson10.draw_phases(phases)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["slow loop", "fixed loop"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["data", "forward", "loss"]
+    bars = [(p.get_x(), p.get_width()) for p in ax.patches]  # phase by phase, the slow loop's bar first
+    assert bars == [(0.0, 9.0), (0.0, 0.5), (9.0, 1.0), (0.5, 1.0), (10.0, 3.0), (1.5, 0.25)]
+    assert ax.get_xlabel() == "ms per step (profiled)"
+    with pytest.raises(ValueError, match="same phases"):
+        lesson10.draw_phases({"slow loop": {"data": 1.0}, "fixed loop": {"loss": 1.0}})
+    with pytest.raises(ValueError, match="negative"):
+        lesson10.draw_phases({"slow loop": {"data": -1.0}})
+    with pytest.raises(ValueError, match="empty"):
+        lesson10.draw_phases({})
+    plt.close("all")
+
+
 # ----------------------------------------------------------------------------- TensorBoard with the plugins
 
 @pytest.mark.timeout(300)

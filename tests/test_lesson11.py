@@ -130,3 +130,82 @@ def test_graph_pieces_interleave_graphs_and_the_lines_that_broke_them(tmp_path, 
         "graph 1:\nsin", "Python:\nprint('debugging')", "graph 2:\nsum, gt", "Python:\nif y.sum() > 0:",
         "graph 3:\nmul"]
     plt.close(fig)
+
+
+def test_record_call_and_the_recompilations_picture():
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    calls = {}
+    for dynamic in (False, None):
+        torch._dynamo.reset()
+        graphs.clear()
+        compiled = torch.compile(no_break, backend=keep, dynamic=dynamic)
+        calls[f"dynamic={dynamic}"] = [lesson11.record_call(compiled, graphs, torch.ones(n, 3)) for n in (2, 4, 2, 8)]
+    torch._dynamo.reset()
+    # dynamic=False: one specialised graph per new shape, (2, 3) reused; None: the second size made symbolic.
+    assert [c.compiled_for for c in calls["dynamic=False"]] == [(2, 3), (4, 3), None, (8, 3)]
+    shapes = [c.compiled_for for c in calls["dynamic=None"]]
+    assert shapes[0] == (2, 3) and shapes[2:] == [None, None]
+    assert isinstance(shapes[1][0], str) and shapes[1][0].startswith("s") and shapes[1][1] == 3
+    with pytest.raises(ValueError, match="graph breaks"):
+        graphs.clear()
+        lesson11.record_call(torch.compile(one_break, backend=keep), graphs, torch.ones(3))
+    torch._dynamo.reset()
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    lesson11.draw_recompilations(calls, ax)
+    texts = [t.get_text() for t in ax.texts]
+    assert texts[:4] == ["compiles for\n(2, 3)", "compiles for\n(4, 3)", "cached graph", "compiles for\n(8, 3)"]
+    assert texts[5] == f"compiles for\n({shapes[1][0]}, 3)" and texts[6:] == ["cached graph", "cached graph"]
+    assert [t.get_fontweight() for t in ax.texts][4:6] == ["normal", "bold"]  # bold: a symbolic size
+    assert len(ax.patches) == 8
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["dynamic=False\n3 graphs", "dynamic=None\n2 graphs"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["call 1: (2, 3)", "call 2: (4, 3)", "call 3: (2, 3)",
+                                                            "call 4: (8, 3)"]
+    with pytest.raises(ValueError, match="same calls"):
+        lesson11.draw_recompilations({"a": calls["dynamic=False"], "b": calls["dynamic=None"][:2]}, ax)
+    with pytest.raises(ValueError, match="empty"):
+        lesson11.draw_recompilations({}, ax)
+    plt.close(fig)
+
+
+def test_memory_traffic_of_the_chain_and_its_picture():
+    # (4, 8) float32 = 128 B: mul, add, gelu each read 128 B and write 128 B (an intermediate); sum reads the
+    # last intermediate and writes the result, 4 floats = 16 B. Fused: 128 B read, 16 B written.
+    traffic = lesson11.memory_traffic(chain, (4, 8))
+    assert [(k.name, k.read, k.written, k.read_back, k.written_out) for k in traffic.eager] == [
+        ("mul", 128, 128, 0, 128), ("add", 128, 128, 128, 128), ("gelu", 128, 128, 128, 128), ("sum", 128, 16, 128, 0)]
+    assert (traffic.fused_read, traffic.fused_written) == (128, 16)
+    assert (traffic.eager_bytes, traffic.fused_bytes) == (4 * 128 + 3 * 128 + 16, 144)
+    assert traffic.ratio == pytest.approx(912 / 144)
+    # The lesson's tensor: 8,192 x 1,024 float32 = 32 MiB; 7 passes of 32 MiB + 32 KiB against 32 MiB + 32 KiB.
+    assert lesson11.memory_traffic(chain, (8192, 1024)).ratio == pytest.approx((7 * 1024 + 1) / 1025)
+    assert lesson11.memory_traffic(chain, (4, 8), torch.float64).fused_bytes == 288
+    with pytest.raises(ValueError, match="no element"):
+        lesson11.memory_traffic(chain, (0, 8))
+    with pytest.raises(ValueError, match="made no tensor"):
+        lesson11.memory_traffic(lambda x: x.view(-1), (4, 8))
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    lesson11.draw_memory_traffic(lesson11.memory_traffic(chain, (8192, 1024)), ax)
+    texts = [t.get_text() for t in ax.texts]
+    assert [t for t in texts if t in ("mul", "add", "gelu", "sum", "one fused kernel")] == [
+        "mul", "add", "gelu", "sum", "one fused kernel"]
+    assert "224 MiB" in texts and "32 MiB" in texts and texts.count("write") == 3  # sum's 32 KiB: too thin to label
+    assert sum(p.get_hatch() == "//" for p in ax.patches) == 6  # 3 intermediates, each written and read back
+    assert len(ax.patches) == 4 * 2 + 2 and "7.0x" in ax.get_title()  # a read and a write bar a kernel
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["eager\n4 kernels", "compiled\n1 kernel"]
+    assert ax.get_xlabel().startswith("MiB")
+    with pytest.raises(ValueError, match="memory_traffic"):
+        lesson11.draw_memory_traffic(lesson11.Traffic((), 0, 0), ax)
+    plt.close(fig)

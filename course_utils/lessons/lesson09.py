@@ -8,15 +8,21 @@ only answers two plumbing questions::
     dtype, reason = fast_low_precision_dtype(env.device, env.hardware)   # torch.float16 on a tensor-core GPU, ...
     peak = peak_memory_bytes(train_step, env.device)       # bytes of tensors allocated at the peak
 
-The exercise checks of the lesson follow its plumbing.
+and draws the lesson's pictures: the formats' bit fields (:func:`draw_float_formats`), the gradients lost at
+each loss scale (:func:`draw_gradients_lost`) and a ``GradScaler``'s scale step by step (:func:`draw_loss_scale`).
+The exercise checks of the lesson follow.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
+from matplotlib.axes import Axes
+from matplotlib.patches import Patch, Rectangle
 
 from course_utils.checks import CheckResult, check_numbers
 from course_utils.hardware import Hardware, detect
@@ -89,6 +95,156 @@ def peak_memory_bytes(fn: Callable[[], Any], device: torch.device | str = "cpu")
     with peak_memory() as peak:
         fn()
     return peak.bytes
+
+
+# ---------------------------------------- pictures
+
+FIELD_COLORS = {"sign": "tab:red", "exponent": "tab:blue", "mantissa": "tab:green"}
+FIELD_LABELS = {"sign": "sign", "exponent": "exponent: range", "mantissa": "mantissa: precision"}
+
+
+class FloatFields(NamedTuple):
+    """A float format's fields and numbers, from ``torch.finfo``: ``1 + exponent + mantissa == bits``."""
+
+    bits: int
+    exponent: int
+    mantissa: int
+    max: float
+    smallest_normal: float
+    eps: float
+
+
+def float_fields(dtype: torch.dtype) -> FloatFields:
+    """The fields of a floating-point ``dtype``: the mantissa from machine epsilon (``eps = 2**-mantissa``), the
+    exponent from the bits left after the sign, and the range and precision as ``torch.finfo`` gives them.
+
+    Raises:
+        ValueError: if ``dtype`` is not a real floating-point ``torch.dtype``.
+    """
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a real floating-point torch.dtype such as torch.float16, got {dtype!r}.")
+    fi = torch.finfo(dtype)
+    mantissa = round(-math.log2(fi.eps))
+    return FloatFields(fi.bits, fi.bits - 1 - mantissa, mantissa, fi.max, fi.smallest_normal, fi.eps)
+
+
+def _compact(x: float) -> str:
+    """A number in few characters: an integer as it is (65504), others in 3 digits without the exponent's + and 0s."""
+    if x == int(x) and abs(x) < 1e6:
+        return str(int(x))
+    return re.sub(r"e([+-])0*(\d)", lambda m: f"e{m[1].replace('+', '')}{m[2]}", f"{x:.3g}")
+
+
+def draw_float_formats(dtypes: Sequence[torch.dtype], ax: Axes) -> None:
+    """A row of bit boxes per format, sign first, coloured by field with each field's width written on it; on the
+    right each format's largest value, smallest normal value and machine epsilon (``2^-mantissa``).
+
+    Raises:
+        ValueError: if ``dtypes`` is empty or holds a dtype that is not a floating-point one.
+    """
+    if not dtypes:
+        raise ValueError("dtypes is empty: pass the formats to draw, e.g. [torch.float32, torch.bfloat16].")
+    fields = [float_fields(d) for d in dtypes]
+    widest = max(f.bits for f in fields)
+    columns = [widest + 1.5, widest + 8.5, widest + 16.5]  # where max, smallest normal and eps start
+    for row, f in enumerate(fields):
+        start = 0
+        for name, width in (("sign", 1), ("exponent", f.exponent), ("mantissa", f.mantissa)):
+            for bit in range(start, start + width):
+                ax.add_patch(Rectangle((bit, row - 0.4), 1, 0.8, facecolor=FIELD_COLORS[name], edgecolor="white",
+                                       lw=1))
+            if name != "sign":
+                ax.text(start + width / 2, row, str(width), ha="center", va="center", color="white", fontsize=10,
+                        fontweight="bold")
+            start += width
+        for x, value in zip(columns, (_compact(f.max), _compact(f.smallest_normal), f"$2^{{-{f.mantissa}}}$"),
+                            strict=True):
+            ax.text(x, row, value, va="center", fontsize=10)
+    for x, header in zip(columns, ("max", "min normal", "eps"), strict=True):
+        ax.text(x, -0.75, header, va="bottom", fontsize=10, fontweight="bold")
+    ax.set_xlim(0, columns[-1] + 4)
+    ax.set_ylim(len(fields) - 0.5, -1.3)
+    ax.set_xticks([])
+    ax.set_yticks(range(len(fields)), [str(d).removeprefix("torch.") for d in dtypes], fontsize=10)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.legend(handles=[Patch(color=c, label=FIELD_LABELS[n]) for n, c in FIELD_COLORS.items()], ncol=3, fontsize=9,
+              loc="upper left", bbox_to_anchor=(0, 0), frameon=False)
+
+
+def draw_gradients_lost(log2_scales: Sequence[float], lost: Sequence[tuple[float, float]], ax: Axes) -> None:
+    """The fraction of gradients flushed to 0, overflowed to inf, and both, against log2 of the loss scale, the
+    lowest total marked.
+
+    Args:
+        log2_scales: the scales tried, as powers of two.
+        lost: for each scale, (fraction flushed to 0, fraction overflowed to inf).
+
+    Raises:
+        ValueError: if the two sequences are empty or of different lengths, or a fraction is outside [0, 1].
+    """
+    if not lost or len(lost) != len(log2_scales):
+        raise ValueError(f"give one (zero, inf) pair per scale: {len(log2_scales)} scales, {len(lost)} pairs.")
+    if any(not 0 <= v <= 1 for pair in lost for v in pair):
+        raise ValueError(f"fractions must lie in [0, 1] (a share of the gradients), got {list(lost)}.")
+    total = [z + i for z, i in lost]
+    ax.plot(log2_scales, [z for z, _ in lost], "o-", color="tab:blue", label="flushed to 0")
+    ax.plot(log2_scales, [i for _, i in lost], "s-", color="tab:red", label="overflow to inf")
+    ax.plot(log2_scales, total, "-", color="0.2", lw=2.5, label="lost in all")
+    best = min(range(len(total)), key=total.__getitem__)
+    ax.annotate(f"fewest lost: S = $2^{{{log2_scales[best]:g}}}$", (log2_scales[best], total[best]),
+                textcoords="offset points", xytext=(0, 14), ha="center", fontsize=10,
+                arrowprops={"arrowstyle": "->", "color": "0.2"})
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("log2 of the loss scale S", fontsize=10)
+    ax.set_ylabel("share of fp16 gradients", fontsize=10)
+    ax.tick_params(labelsize=9)
+    ax.legend(fontsize=9, loc="upper center", ncol=3)
+    ax.grid(alpha=0.3)
+
+
+def draw_loss_scale(scales: Sequence[float], skipped: Sequence[bool], ax: Axes, *, growth_interval: int) -> None:
+    """The loss scale a ``GradScaler`` used at each step (log2 axis): each clean step numbered in its run of clean
+    steps, each step with an inf marked as skipped, and every change of the scale labelled ×2 or ×½.
+
+    Args:
+        scales: the scale at each step, before that step's ``update()``.
+        skipped: for each step, whether ``scaler.step`` skipped it (an inf or NaN in the gradients).
+        growth_interval: the scaler's ``growth_interval``, for the title.
+
+    Raises:
+        ValueError: if the sequences are empty or of different lengths, a scale is not positive, or
+            ``growth_interval`` is below 1.
+    """
+    if not scales or len(scales) != len(skipped):
+        raise ValueError(f"give one skipped flag per step: {len(scales)} scales, {len(skipped)} flags.")
+    if min(scales) <= 0 or growth_interval < 1:
+        raise ValueError(f"scales must be positive and growth_interval at least 1, got {list(scales)} and "
+                         f"{growth_interval}.")
+    steps = list(range(len(scales)))
+    ax.step(steps, scales, where="post", color="0.5", lw=1.5)
+    clean_run = 0
+    for step, (scale, skip) in enumerate(zip(scales, skipped, strict=True)):
+        clean_run = 0 if skip else clean_run + 1
+        ax.plot(step, scale, "X" if skip else "o", color="tab:red" if skip else "tab:blue", ms=10 if skip else 7)
+        ax.annotate("skip" if skip else str(clean_run), (step, scale), textcoords="offset points", xytext=(0, -16),
+                    ha="center", fontsize=9, color="tab:red" if skip else "tab:blue")
+        if step and scale != scales[step - 1]:
+            ax.annotate("×2" if scale > scales[step - 1] else "×½", (step, scale), textcoords="offset points",
+                        xytext=(-14, 6), ha="center", fontsize=10, fontweight="bold")
+        if skip or clean_run == growth_interval:
+            clean_run = 0  # a growth or a backoff starts the count again
+    levels = sorted(set(scales))
+    ax.set_yscale("log", base=2)
+    ax.set_yticks(levels, [f"{s:g}" for s in levels])
+    ax.minorticks_off()
+    ax.set_ylim(min(levels) / 2, max(levels) * 1.6)
+    ax.set_xticks(steps)
+    ax.set_xlabel("step (number: clean steps in a row; X: inf, step skipped)", fontsize=10)
+    ax.set_ylabel("loss scale S", fontsize=10)
+    ax.tick_params(labelsize=9)
+    ax.set_title(f"GradScaler: ×2 after {growth_interval} clean steps in a row, ×½ at an inf", fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
 
 
 # ---------------------------------------- exercise checks

@@ -7,6 +7,8 @@ wrote::
     events = trace_events(files[0])                 # their complete ("X") events: name, start, duration
     plot_timeline(events, ["forward", "backward"])  # one bar per labelled range
     plot_roofline(peak, bandwidth, points)          # the machine's roofline, measured operations on it
+    draw_schedule([sched(step) for step in range(10)])   # what a profiler schedule does at each step
+    draw_phases({"slow loop": slow, "fixed loop": fast})  # ms per step of each labelled phase, stacked
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
-from torch.profiler import ProfilerActivity, profile, schedule
+from matplotlib.patches import Rectangle
+from torch.profiler import ProfilerAction, ProfilerActivity, profile, schedule
 
 from course_utils.checks import CheckResult, check_numbers
+from course_utils.plotting import DPI
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")  # what tensorboard_trace_handler writes
 
@@ -104,6 +108,90 @@ def plot_roofline(peak: float, bandwidth: float, points: Mapping[str, tuple[floa
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s")
     ax.legend(fontsize="x-small", loc="lower right")
+    return ax
+
+
+SCHEDULE_ACTIONS = {  # what a schedule returns for a step: its colour and what it means, for the legend
+    ProfilerAction.NONE: ("0.85", "NONE: not profiled"),
+    ProfilerAction.WARMUP: ("tab:orange", "WARMUP: warm-up, nothing kept"),
+    ProfilerAction.RECORD: ("tab:blue", "RECORD"),
+    ProfilerAction.RECORD_AND_SAVE: ("navy", "RECORD_AND_SAVE: last of a cycle"),
+}
+
+
+def draw_schedule(actions: Sequence[ProfilerAction], *, ax: Axes | None = None) -> Axes:
+    """A profiler schedule step by step: a box per step coloured by the ``ProfilerAction`` the schedule returned
+    for it, and an arrow where the profiler hands the recorded steps to ``on_trace_ready`` (at the ``prof.step()``
+    that ends a ``RECORD_AND_SAVE`` step).
+
+    Args:
+        actions: the schedule called for each step, ``[sched(step) for step in range(steps)]``.
+
+    Raises:
+        ValueError: if ``actions`` is empty or holds something other than what a schedule returns.
+    """
+    actions = list(actions)
+    wrong = [a for a in actions if a not in SCHEDULE_ACTIONS]
+    if not actions or wrong:
+        raise ValueError(f"pass the schedule's action for each step, [sched(step) for step in range(steps)], one of "
+                         f"{[a.name for a in SCHEDULE_ACTIONS]}; got {wrong[:3] if wrong else 'no steps'}.")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(min(10.0, 1.5 + 0.75 * len(actions)), 2.2), dpi=DPI)
+    for step, action in enumerate(actions):
+        color, _ = SCHEDULE_ACTIONS[action]
+        ax.add_patch(Rectangle((step, 0), 0.92, 1, facecolor=color, edgecolor="white"))
+    recording = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+    traces = [step for step, action in enumerate(actions) if action == ProfilerAction.RECORD_AND_SAVE]
+    for n, last in enumerate(traces, 1):
+        first = last
+        while first > 0 and actions[first - 1] in recording and actions[first - 1] != ProfilerAction.RECORD_AND_SAVE:
+            first -= 1  # the cycle's recorded steps: the RECORD steps just before it
+        steps = f"step {last}" if first == last else f"steps {first}–{last}"
+        ax.annotate(f"trace {n}: {steps}\n→ on_trace_ready", xy=(last + 0.96, 1.0), xytext=(last + 0.96, 1.75),
+                    ha="center", va="bottom", fontsize=9, arrowprops={"arrowstyle": "->", "lw": 1.2})
+    ax.legend(handles=[Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="0.5", label=label)
+                       for action, (c, label) in SCHEDULE_ACTIONS.items() if action in actions],
+              fontsize=9, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
+    ax.set_xlim(-0.1, len(actions) + 0.1)
+    ax.set_ylim(0, 2.6)
+    ax.set_xticks([step + 0.46 for step in range(len(actions))], [str(step) for step in range(len(actions))],
+                  fontsize=9)
+    ax.set_yticks([])
+    ax.set_xlabel("step (the loop calls prof.step() after each)", fontsize=9)
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    return ax
+
+
+def draw_phases(phases: Mapping[str, Mapping[str, float]], *, ax: Axes | None = None) -> Axes:
+    """A stacked horizontal bar per loop, split into its labelled phases (ms per step), the first loop on top.
+
+    Args:
+        phases: loop name -> phase name -> ms per step; every loop has the same phases, in the same order.
+
+    Raises:
+        ValueError: if there is no loop, the loops' phases differ, or a time is negative.
+    """
+    if not phases:
+        raise ValueError("phases is empty: pass {loop name: {phase: ms per step}}, e.g. {'slow loop': slow_phases}.")
+    order = list(next(iter(phases.values())))
+    if any(list(split) != order for split in phases.values()):
+        raise ValueError(f"every loop needs the same phases in the same order, {order}; got "
+                         f"{ {loop: list(split) for loop, split in phases.items()} }.")
+    if any(ms < 0 for split in phases.values() for ms in split.values()):
+        raise ValueError("a phase's time is negative: pass ms per step, as the profile's labels give them.")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 0.9 + 0.55 * len(phases)), dpi=DPI)
+    loops = list(phases)
+    left = np.zeros(len(loops))
+    for phase in order:
+        widths = np.array([phases[loop][phase] for loop in loops])
+        ax.barh(loops, widths, left=left, label=phase)
+        left += widths
+    ax.set_xlabel("ms per step (profiled)", fontsize=9)
+    ax.tick_params(labelsize=9)
+    ax.invert_yaxis()
+    ax.legend(ncol=len(order), fontsize=9, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     return ax
 
 

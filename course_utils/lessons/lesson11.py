@@ -1,4 +1,5 @@
-"""Lesson 11 (compilers): a frame's graphs and graph breaks drawn, and the exercise checks.
+"""Lesson 11 (compilers): a frame's graphs and graph breaks, the calls that recompile and the bytes that fusion
+saves, drawn; and the exercise checks.
 
 The lesson compiles with ``torch.compile``, ``torch.export`` and ``tf.function`` in its own cells; the checks
 answer with the same tools: they run TorchDynamo on the function or the calls of the exercise and count, or run the
@@ -11,18 +12,21 @@ import contextlib
 import io
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch._dynamo
 from matplotlib.axes import Axes
+from matplotlib.patches import Rectangle
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from course_utils.checks import CheckResult, check_numbers
+from course_utils.timing import format_bytes
 
-_GRAPH, _PYTHON = "#e2f0d9", "#fdf0d5"
+_GRAPH, _PYTHON, _COMPILE = "#e2f0d9", "#fdf0d5", "#f8cbad"
 
 
 def graph_pieces(explained: Any) -> list[tuple[str, str]]:
@@ -132,10 +136,74 @@ def check_recompilations(answer: int | None, *, shapes: Sequence[Sequence[int]],
         how = "sizes are symbolic from the start (only sizes 0 and 1 are specialised), so new sizes reuse the graph"
     return check_numbers(
         answer, [expected], names=["compilations"], solution=solution,
-        hints=[f"section 3's table says what a new shape does under dynamic={dynamic}; go through the calls in "
+        hints=[f"section 3's first slide says what a new shape does under dynamic={dynamic}; go through the calls in "
                "order. " + ("Did you count a shape seen before as a new compilation?" if dynamic is False else
                             "Did you count a compilation for every new size?")],
         why=[f"compilations: with dynamic={dynamic}, {how}: {expected} compilation(s)"])
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a compiled function as its backend saw it: the input's shape, and the input shape of the graph
+    the call compiled, a symbolic size as its name (``("s77", 4)``), or ``None`` where it reused a cached graph."""
+
+    shape: tuple[int, ...]
+    compiled_for: tuple[int | str, ...] | None
+
+
+def record_call(compiled: Callable[[torch.Tensor], Any], graphs: Sequence[torch.fx.GraphModule],
+                x: torch.Tensor) -> Call:
+    """Call ``compiled(x)`` and say whether it compiled, from ``graphs``, the list its backend appends each graph
+    it receives to (section 1's inspecting backend)."""
+    before = len(graphs)
+    compiled(x)
+    new = list(graphs[before:])
+    if len(new) > 1:
+        raise ValueError(f"the call compiled {len(new)} graphs: the function has graph breaks. Record a function "
+                         "that compiles whole (torch._dynamo.explain counts its breaks).")
+    if not new:
+        return Call(tuple(x.shape), None)
+    values = [node.meta.get("example_value") for node in new[0].graph.nodes if node.op == "placeholder"]
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    if not tensors:
+        raise ValueError("the compiled graph takes no tensor: pass the list that the backend appends its graphs "
+                         "to, and a function of one tensor.")
+    return Call(tuple(x.shape), tuple(s if isinstance(s, int) else str(s) for s in tensors[0].shape))
+
+
+def draw_recompilations(calls: Mapping[str, Sequence[Call]], ax: Axes) -> None:
+    """A row per policy (``{"dynamic=False": [Call, ...], ...}``), a box per call, in order: a call that compiled
+    (orange, the input shape its graph was compiled for) or reused a cached graph (green)."""
+    rows = list(calls.values())
+    if not rows or not rows[0]:
+        raise ValueError("calls is empty: pass {policy: [lesson11.record_call(...) for each call]}.")
+    shapes = [call.shape for call in rows[0]]
+    if any([call.shape for call in row] != shapes for row in rows):
+        raise ValueError("every policy must make the same calls, in the same order: record them on the same "
+                         "input shapes.")
+    for r, row in enumerate(rows):
+        for c, call in enumerate(row):
+            compiled = call.compiled_for is not None
+            symbolic = compiled and any(isinstance(s, str) for s in call.compiled_for or ())
+            ax.add_patch(Rectangle((c + 0.04, r - 0.4), 0.92, 0.8, facecolor=_COMPILE if compiled else _GRAPH,
+                                   edgecolor="0.2" if symbolic else "0.5", linewidth=2.5 if symbolic else 1))
+            label = (f"compiles for\n({', '.join(map(str, call.compiled_for or ()))})" if compiled
+                     else "cached graph")
+            ax.text(c + 0.5, r, label, ha="center", va="center", fontsize=10,
+                    fontweight="bold" if symbolic else "normal")
+    counts = [sum(call.compiled_for is not None for call in row) for row in rows]
+    ax.set_yticks(range(len(rows)), [f"{policy}\n{n} graph{'s' * (n != 1)}" for policy, n in zip(calls, counts)],
+                  fontsize=10)
+    ax.set_xticks([c + 0.5 for c in range(len(shapes))], [f"call {c + 1}: {shape}" for c, shape in
+                                                          enumerate(shapes)], fontsize=10)
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    ax.set_xlim(0, len(shapes))
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_title("Each call compiles a graph (orange: for the shape shown; bold: a symbolic size sN) or reuses one "
+                 "(green)", fontsize=10, pad=28)
+    for side in ax.spines.values():
+        side.set_visible(False)
 
 
 def break_even_calls(compile_seconds: float, eager_seconds: float, compiled_seconds: float) -> int | None:
@@ -169,12 +237,18 @@ class _TensorsMade(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.sizes: list[int] = []
+        # each operator that made a tensor: its name, its tensor inputs, the new tensors (kept: no storage reused)
+        self.kernels: list[tuple[str, list[torch.Tensor], list[torch.Tensor]]] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        given = {a.untyped_storage()._cdata for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)}
-        self.sizes += [t.untyped_storage().nbytes() for t in tree_leaves(out) if isinstance(t, torch.Tensor)
-                       and t.untyped_storage()._cdata not in given]     # a new storage, not an input's
+        inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        given = {a.untyped_storage()._cdata for a in inputs}
+        made = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)
+                and t.untyped_storage()._cdata not in given]     # a new storage, not an input's
+        self.sizes += [t.untyped_storage().nbytes() for t in made]
+        if made:
+            self.kernels.append((func.overloadpacket.__name__, inputs, made))
         return out
 
 
@@ -187,6 +261,107 @@ def tensors_made(fn: Callable[[torch.Tensor], Any], shape: Sequence[int],
     with made:
         fn(x)
     return made.sizes
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One eager operator as a kernel: the bytes it reads (its tensor inputs) and writes (the tensors it makes),
+    and of those, the intermediates: tensors that one operator of the chain writes for another to read back."""
+
+    name: str
+    read: int
+    written: int
+    read_back: int      # of ``read``: intermediates an earlier kernel wrote
+    written_out: int    # of ``written``: intermediates, not the chain's result
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The bytes a chain moves through memory: eager, a kernel per operator; fused, one kernel that reads the
+    chain's input once and writes its result once (the intermediates stay in registers)."""
+
+    eager: tuple[Kernel, ...]
+    fused_read: int
+    fused_written: int
+
+    @property
+    def eager_bytes(self) -> int:
+        """Bytes that eager's kernels read and write, together."""
+        return sum(k.read + k.written for k in self.eager)
+
+    @property
+    def fused_bytes(self) -> int:
+        """Bytes that the fused kernel reads and writes."""
+        return self.fused_read + self.fused_written
+
+    @property
+    def ratio(self) -> float:
+        """Eager's bytes over the fused kernel's."""
+        return self.eager_bytes / self.fused_bytes
+
+
+def memory_traffic(fn: Callable[[torch.Tensor], Any], shape: Sequence[int],
+                   dtype: torch.dtype = torch.float32) -> Traffic:
+    """The bytes eager ``fn`` and one fused kernel move for an input of ``shape`` (numel x element size of each
+    tensor read or made), found on the ``meta`` device; views and in-place operators are left out, and no tensor
+    is assumed to stay in a cache."""
+    x = torch.empty(tuple(shape), dtype=dtype, device="meta")
+    if x.numel() == 0:
+        raise ValueError(f"shape {tuple(shape)} has no element: pass the shape of the chain's input, e.g. x.shape.")
+    made = _TensorsMade()
+    with made:
+        result = fn(x)
+    if not made.kernels:
+        raise ValueError("fn made no tensor (views and in-place operators only): pass a chain of operators that "
+                         "make tensors, such as section 1's chain.")
+    results = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
+    kept = {t.untyped_storage()._cdata for t in results}
+    inside = {t.untyped_storage()._cdata for _, _, outs in made.kernels for t in outs}
+    kernels = tuple(Kernel(name, read=sum(t.nbytes for t in ins), written=sum(t.nbytes for t in outs),
+                           read_back=sum(t.nbytes for t in ins if t.untyped_storage()._cdata in inside),
+                           written_out=sum(t.nbytes for t in outs if t.untyped_storage()._cdata not in kept))
+                    for name, ins, outs in made.kernels)
+    return Traffic(kernels, fused_read=x.nbytes, fused_written=sum(t.nbytes for t in results))
+
+
+def draw_memory_traffic(traffic: Traffic, ax: Axes) -> None:
+    """Two rows of kernels on a scale of bytes: eager's, each reading (blue) then writing (orange), and the fused
+    one; hatched, the intermediates written and read back, which fusion removes."""
+    if not traffic.eager or traffic.fused_bytes <= 0:
+        raise ValueError("traffic has no kernel: build it with lesson11.memory_traffic(fn, x.shape, x.dtype).")
+    scale, unit = next((2.0**p, u) for p, u in ((30, "GiB"), (20, "MiB"), (10, "KiB"), (0, "B"))
+                       if traffic.eager_bytes >= 2**p * 8 or p == 0)
+    width = traffic.eager_bytes / scale
+    fused = Kernel("one fused kernel", traffic.fused_read, traffic.fused_written, 0, 0)
+    rows = [(f"eager\n{len(traffic.eager)} kernels", traffic.eager), ("compiled\n1 kernel", (fused,))]
+    for row, (_, kernels) in enumerate(rows):
+        left = 0.0
+        for kernel in kernels:
+            start = left
+            parts = ((kernel.read - kernel.read_back, "tab:blue", "", "read"),
+                     (kernel.read_back, "tab:blue", "//", "read"),
+                     (kernel.written_out, "tab:orange", "//", "write"),
+                     (kernel.written - kernel.written_out, "tab:orange", "", "write"))
+            for nbytes, color, hatch, word in parts:
+                if nbytes > 0:
+                    ax.barh(row, nbytes / scale, left=left, height=0.55, color=color, alpha=0.75, hatch=hatch,
+                            edgecolor="white", linewidth=0.5)
+                    if nbytes / scale > 0.07 * width:
+                        ax.text(left + nbytes / scale / 2, row, word, ha="center", va="center", fontsize=9,
+                                color="white", fontweight="bold")
+                    left += nbytes / scale
+            narrow = left - start < 0.2 * width                   # a short kernel: its name from its start
+            ax.text(start if narrow else (start + left) / 2, row - 0.32, kernel.name, ha="left" if narrow else
+                    "center", va="bottom", fontsize=10)
+            ax.plot([left, left], [row - 0.3, row + 0.3], color="0.2", lw=1.5)   # the kernel's end
+        total = traffic.eager_bytes if row == 0 else traffic.fused_bytes
+        ax.text(left + 0.01 * width, row, format_bytes(total), va="center", fontsize=10)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=10)
+    ax.set_ylim(len(rows) - 0.5, -0.75)
+    ax.set_xlim(0, width * 1.12)
+    ax.set_xlabel(f"{unit} read and written (hatched: intermediates, written then read back)", fontsize=10)
+    ax.tick_params(axis="x", labelsize=9)
+    ax.set_title(f"Bytes through memory: eager moves {traffic.ratio:.1f}x what the fused kernel moves", fontsize=10)
 
 
 def remapped_pages(fn: Callable[[torch.Tensor], Any], shape: Sequence[int], *, page_size: int,
