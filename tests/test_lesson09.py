@@ -150,7 +150,7 @@ def test_the_formats_picture_draws_each_bit_coloured_by_field():
     plt.close(fig)
 
 
-def test_the_lost_gradients_picture_marks_the_fewest_lost():
+def test_the_lost_gradients_picture_shades_the_scales_that_lose_fewest():
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
@@ -158,12 +158,18 @@ def test_the_lost_gradients_picture_marks_the_fewest_lost():
     zero, inf, total = ax.lines
     assert list(total.get_ydata()) == pytest.approx([0.3, 0.15, 0.2])  # the sums: 2^8 loses fewest
     assert [t.get_text() for t in ax.texts] == ["fewest lost: S = $2^{8}$"]
+    assert len(ax.patches) == 1  # the shaded scales
+    fig2, ax2 = plt.subplots()  # a flat minimum, as fp16 has from 2^6 to 2^15: a range, not the noise's pick
+    lesson09.draw_gradients_lost([0, 4, 8, 12], [(0.3, 0.0), (0.18, 0.0), (0.1, 0.079), (0.0, 0.25)], ax2)
+    assert [t.get_text() for t in ax2.texts] == ["fewest lost: S = $2^{4}$ to $2^{8}$"]
+    with pytest.raises(ValueError, match="increasing order"):
+        lesson09.draw_gradients_lost([8, 0], [(0.1, 0.0), (0.3, 0.0)], ax2)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["flushed to 0", "overflow to inf", "lost in all"]
     with pytest.raises(ValueError, match="one \\(zero, inf\\) pair per scale"):
         lesson09.draw_gradients_lost([0, 8], [(0.3, 0.0)], ax)
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
         lesson09.draw_gradients_lost([0], [(30.0, 0.0)], ax)
-    plt.close(fig)
+    plt.close("all")
 
 
 def test_the_loss_scale_picture_counts_clean_steps_and_marks_skips():

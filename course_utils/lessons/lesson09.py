@@ -172,29 +172,36 @@ def draw_float_formats(dtypes: Sequence[torch.dtype], ax: Axes) -> None:
               loc="upper left", bbox_to_anchor=(0, 0), frameon=False)
 
 
-def draw_gradients_lost(log2_scales: Sequence[float], lost: Sequence[tuple[float, float]], ax: Axes) -> None:
+def draw_gradients_lost(log2_scales: Sequence[float], lost: Sequence[tuple[float, float]], ax: Axes, *,
+                        tolerance: float = 0.01) -> None:
     """The fraction of gradients flushed to 0, overflowed to inf, and both, against log2 of the loss scale, the
-    lowest total marked.
+    scales that lose the fewest shaded: every scale whose total is within ``tolerance`` of the lowest (a flat
+    minimum is a range of scales, not the one that sampling noise happens to put lowest).
 
     Args:
-        log2_scales: the scales tried, as powers of two.
+        log2_scales: the scales tried, as powers of two, in increasing order.
         lost: for each scale, (fraction flushed to 0, fraction overflowed to inf).
+        tolerance: how far above the lowest total a scale may lose and still count as losing the fewest.
 
     Raises:
         ValueError: if the two sequences are empty or of different lengths, or a fraction is outside [0, 1].
     """
     if not lost or len(lost) != len(log2_scales):
         raise ValueError(f"give one (zero, inf) pair per scale: {len(log2_scales)} scales, {len(lost)} pairs.")
+    if list(log2_scales) != sorted(log2_scales):
+        raise ValueError(f"give the scales in increasing order, got {list(log2_scales)}.")
     if any(not 0 <= v <= 1 for pair in lost for v in pair):
         raise ValueError(f"fractions must lie in [0, 1] (a share of the gradients), got {list(lost)}.")
     total = [z + i for z, i in lost]
     ax.plot(log2_scales, [z for z, _ in lost], "o-", color="tab:blue", label="flushed to 0")
     ax.plot(log2_scales, [i for _, i in lost], "s-", color="tab:red", label="overflow to inf")
     ax.plot(log2_scales, total, "-", color="0.2", lw=2.5, label="lost in all")
-    best = min(range(len(total)), key=total.__getitem__)
-    ax.annotate(f"fewest lost: S = $2^{{{log2_scales[best]:g}}}$", (log2_scales[best], total[best]),
-                textcoords="offset points", xytext=(0, 14), ha="center", fontsize=10,
-                arrowprops={"arrowstyle": "->", "color": "0.2"})
+    fewest = [k for k, v in zip(log2_scales, total) if v <= min(total) + tolerance]
+    first, last = min(fewest), max(fewest)
+    where = f"$2^{{{first:g}}}$" if first == last else f"$2^{{{first:g}}}$ to $2^{{{last:g}}}$"
+    ax.axvspan(first - 0.5, last + 0.5, color="tab:green", alpha=0.15, lw=0)
+    ax.annotate(f"fewest lost: S = {where}", ((first + last) / 2, min(total)), textcoords="offset points",
+                xytext=(0, 14), ha="center", fontsize=10)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("log2 of the loss scale S", fontsize=10)
     ax.set_ylabel("share of fp16 gradients", fontsize=10)
